@@ -1,0 +1,248 @@
+"""vitalflow settings: one module, everything read from the environment with safe local defaults."""
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true"):
+        return True
+    if raw.lower() in ("0", "false"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of 1/0/true/false, got {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def database_from_url(url: str) -> dict:
+    """postgres://user:pass@host:port/name?opt=v  or  sqlite:///path/to/file.sqlite3"""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return sqlite_database(parts.path[1:] if parts.path.startswith("//") else parts.path)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(parts.port or ""),
+        # Persistent connections: django-q2 otherwise reconnects for every broker operation.
+        "CONN_MAX_AGE": env_int("CONN_MAX_AGE", 600),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": dict(parse_qsl(parts.query)),
+        "TEST": {"NAME": env_str("TEST_DATABASE_NAME") or None},
+    }
+
+
+def sqlite_database(path: str) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": path,
+        "CONN_MAX_AGE": env_int("CONN_MAX_AGE", 600),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {
+            # WAL lets readers run beside the writer; IMMEDIATE takes the write lock at BEGIN so
+            # two writers queue on the busy timeout instead of failing with "database is locked".
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
+DEBUG = env_bool("DEBUG", True)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_q",
+    "ops",
+    "workflows",
+    "ingest",
+    "labs",
+]
+
+MIDDLEWARE = [
+    "ops.middleware.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+DATABASE_URL = env_str("DATABASE_URL")
+DATABASES = {
+    "default": database_from_url(DATABASE_URL)
+    if DATABASE_URL
+    else sqlite_database(str(VAR_DIR / "vitalflow.sqlite3"))
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+MEDIA_ROOT = env_str("MEDIA_ROOT", str(VAR_DIR / "media"))
+MEDIA_URL = "media/"
+
+# S3-compatible storage by settings only: set STORAGE_BACKEND=storages.backends.s3.S3Storage and
+# the AWS_* variables django-storages reads (install django-storages[s3] on that deployment).
+STORAGES = {
+    "default": {
+        "BACKEND": env_str("STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# --- Terra ----------------------------------------------------------------------------------
+TERRA_API_URL = env_str("TERRA_API_URL", "https://api.tryterra.co").rstrip("/")
+TERRA_DEV_ID = env_str("TERRA_DEV_ID", "vitalflow-demo")
+TERRA_API_KEY = env_str("TERRA_API_KEY")
+# Comma-separated: every listed secret is accepted, so a secret can be rotated without downtime.
+TERRA_WEBHOOK_SECRETS = env_list(
+    "TERRA_WEBHOOK_SECRET", "" if env_str("TERRA_API_KEY") else "demo-webhook-secret"
+)
+TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS", 300)
+# No API key means demo mode: the built-in simulator answers the Terra client.
+TERRA_DEMO_MODE = not TERRA_API_KEY
+TERRA_WEBHOOK_MAX_BYTES = env_int("TERRA_WEBHOOK_MAX_BYTES", 50 * 1024 * 1024)
+# Where the demo simulator posts its webhooks (the running web server).
+TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
+
+LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)
+TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
+
+# --- Workflows ------------------------------------------------------------------------------
+WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES")
+WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
+
+# --- django-q2 ------------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+Q_CLUSTER = {
+    "name": env_str("Q_CLUSTER_NAME", "vitalflow"),
+    "workers": env_int("Q_WORKERS", 2),
+    "recycle": 1000,
+    # timeout < retry: a task still running at `retry` would otherwise be handed out twice.
+    "timeout": env_int("Q_TIMEOUT", 300),
+    "retry": env_int("Q_RETRY", 360),
+    "max_attempts": 3,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 500,
+    "label": "Task queue",
+    "bulk": 10,
+    "poll": 0.1,
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if env_bool("Q_SYNC", False):
+    Q_CLUSTER["sync"] = True
+
+# --- API ------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "ops.auth.AdminKeyAuthentication",
+        "ops.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "ops.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "vitalflow API",
+    "DESCRIPTION": "Terra ingest, labs, sync and durable workflows.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGIN_URL = "/admin/login/"
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "ops.request_id.RequestIdLogFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["request_id"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,284 @@
+"""Ingest tables: raw webhook deliveries, Terra connections, the typed tables they normalize into,
+trace rows that follow one delivery end to end, and backfill imports."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class RawEventState(models.TextChoices):
+    PENDING = "pending"  # inserted, awaiting the consumer
+    PROCESSED = "processed"  # normalized (processed_at set, no error)
+    SKIPPED = "skipped"  # acknowledged on purpose (processed_at set, error "skipped:<reason>")
+    PARKED = "parked"  # normalizer said not ok; the drain retries it for 24 h
+    RETRYING = "retrying"  # normalizer raised; retried with backoff (next_attempt_at)
+    DEAD = "dead"  # raised 5 times: manual triage
+
+
+UNPROCESSED_STATES = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
+
+
+class RawEvent(models.Model):
+    """One Terra delivery as received. `state` names the row's place in the consumer state
+    machine (DESIGN §4); processed_at/process_error carry the same facts in the spec's terms."""
+
+    event_type = models.CharField(max_length=64)
+    # "" (never NULL) when the delivery names no Terra user (lab reports): a NULL would make
+    # the unique constraint below let duplicates through on both databases.
+    terra_user_id = models.CharField(max_length=64, blank=True, default="")
+    reference_id = models.CharField(max_length=255, blank=True, default="")
+    provider = models.CharField(max_length=64, blank=True, default="")
+    payload = models.JSONField()
+    signature_verified = models.BooleanField(default=False)
+    dedup_key = models.CharField(max_length=64, help_text="sha256 hex of the raw body")
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    received_at = models.DateTimeField(default=timezone.now)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    process_error = models.TextField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    state = models.CharField(
+        max_length=16, choices=RawEventState.choices, default=RawEventState.PENDING
+    )
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="raw_events",
+    )
+
+    class Meta:
+        db_table = "raw_events"
+        constraints = [
+            # The webhook's dedup: a duplicate delivery hits this and is acknowledged, not queued.
+            models.UniqueConstraint(
+                fields=["event_type", "terra_user_id", "dedup_key"], name="raw_events_dedup"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=RawEventState.values), name="raw_events_state_valid"
+            ),
+        ]
+        indexes = [
+            # The drain and the DLQ read only unfinished rows; this keeps them off the big tail.
+            models.Index(
+                fields=["state", "received_at"],
+                condition=Q(state__in=["pending", "parked", "retrying", "dead"]),
+                name="raw_events_unfinished",
+            ),
+            models.Index(fields=["request_id"], name="raw_events_request_id"),
+            models.Index(fields=["terra_user_id", "state"], name="raw_events_terra_user"),
+            models.Index(fields=["received_at"], name="raw_events_received"),
+        ]
+
+    def __str__(self):
+        return (
+            f"#{self.pk} {self.event_type} {self.terra_user_id or self.reference_id} [{self.state}]"
+        )
+
+
+class TerraConnection(models.Model):
+    """A user's link to one wearable provider through Terra (auth webhook / subscriptions)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="terra_connections"
+    )
+    terra_user_id = models.CharField(max_length=64, unique=True)
+    provider = models.CharField(max_length=64)
+    reference_id = models.CharField(max_length=255, blank=True, default="")
+    scopes = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+    last_webhook_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "terra_connections"
+        indexes = [models.Index(fields=["user", "deactivated_at"], name="terra_conn_user")]
+
+    def __str__(self):
+        state = "active" if self.deactivated_at is None else "inactive"
+        return f"{self.user} · {self.provider} · {self.terra_user_id} ({state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.deactivated_at is None
+
+
+class TypedRow(models.Model):
+    """Common columns of the normalized tables; `updated_at` drives /v1/sync."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    source = models.CharField(max_length=64, help_text="provider lower-cased, e.g. garmin")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+class DailySummary(TypedRow):
+    date = models.DateField()
+    steps = models.IntegerField(null=True, blank=True)
+    distance_meters = models.FloatField(null=True, blank=True)
+    total_burned_calories = models.FloatField(null=True, blank=True)
+    resting_heart_rate = models.FloatField(null=True, blank=True)
+    heart_rate_variability = models.FloatField(null=True, blank=True)
+    # True once a sleep event wrote resting_heart_rate/heart_rate_variability: sleep's values win.
+    vitals_from_sleep = models.BooleanField(default=False)
+    fatburn_active_zone_minutes = models.FloatField(null=True, blank=True)
+    cardio_active_zone_minutes = models.FloatField(null=True, blank=True)
+    peak_active_zone_minutes = models.FloatField(null=True, blank=True)
+    active_zone_minutes = models.FloatField(null=True, blank=True)
+    stress_management_score = models.FloatField(null=True, blank=True)
+    strain = models.FloatField(null=True, blank=True)
+    recovery_score = models.FloatField(null=True, blank=True)
+    sleep_score = models.FloatField(null=True, blank=True)
+    sleep_minutes = models.FloatField(null=True, blank=True)
+    deep_sleep_minutes = models.FloatField(null=True, blank=True)
+    rem_sleep_minutes = models.FloatField(null=True, blank=True)
+    light_sleep_minutes = models.FloatField(null=True, blank=True)
+    awake_minutes = models.FloatField(null=True, blank=True)
+    deep_sleep_percent = models.FloatField(null=True, blank=True)
+    rem_sleep_percent = models.FloatField(null=True, blank=True)
+    light_sleep_percent = models.FloatField(null=True, blank=True)
+    awake_percent = models.FloatField(null=True, blank=True)
+    bed_time = models.DateTimeField(null=True, blank=True)
+    wake_up_time = models.DateTimeField(null=True, blank=True)
+    spo2 = models.FloatField(null=True, blank=True)
+    respiratory_rate = models.FloatField(null=True, blank=True)
+    skin_temperature = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        db_table = "daily_summary"
+        verbose_name_plural = "daily summaries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "source", "date"], name="daily_summary_unique_day"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "updated_at"], name="daily_summary_sync")]
+
+    def __str__(self):
+        return f"{self.user} {self.source} {self.date}"
+
+
+class SleepSession(TypedRow):
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField(null=True, blank=True)
+    is_nap = models.BooleanField(null=True, blank=True)
+    sleep_minutes = models.FloatField(null=True, blank=True)
+    deep_sleep_minutes = models.FloatField(null=True, blank=True)
+    rem_sleep_minutes = models.FloatField(null=True, blank=True)
+    light_sleep_minutes = models.FloatField(null=True, blank=True)
+    awake_minutes = models.FloatField(null=True, blank=True)
+    sleep_efficiency = models.FloatField(null=True, blank=True)
+    resting_heart_rate = models.FloatField(null=True, blank=True)
+    heart_rate_variability = models.FloatField(null=True, blank=True)
+    spo2 = models.FloatField(null=True, blank=True)
+    respiratory_rate = models.FloatField(null=True, blank=True)
+    skin_temperature = models.FloatField(null=True, blank=True)
+    sleep_score = models.FloatField(null=True, blank=True)
+    recovery_score = models.FloatField(null=True, blank=True)
+    raw = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "sleep_sessions"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "source", "start_time"], name="sleep_sessions_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "updated_at"], name="sleep_sessions_sync")]
+
+    def __str__(self):
+        return f"{self.user} {self.source} sleep {self.start_time:%Y-%m-%d %H:%M}"
+
+
+class Activity(TypedRow):
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField(null=True, blank=True)
+    name = models.CharField(max_length=255, blank=True, null=True)
+    activity_type = models.IntegerField(
+        null=True, blank=True, help_text="Terra activity code; 0 is a real code"
+    )
+    duration_seconds = models.FloatField(null=True, blank=True)
+    calories = models.FloatField(null=True, blank=True)
+    distance_meters = models.FloatField(null=True, blank=True)
+    average_heart_rate = models.FloatField(null=True, blank=True)
+    raw = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "activities"
+        verbose_name_plural = "activities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "source", "start_time"], name="activities_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["user", "updated_at"], name="activities_sync")]
+
+    def __str__(self):
+        return f"{self.user} {self.source} {self.name or self.activity_type} {self.start_time:%Y-%m-%d %H:%M}"
+
+
+class TraceLevel(models.TextChoices):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class TraceEvent(models.Model):
+    """One step of a delivery's journey (webhook_received, queue_published, normalized, …)."""
+
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    raw_event = models.ForeignKey(
+        RawEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="traces"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    level = models.CharField(max_length=10, choices=TraceLevel.choices, default=TraceLevel.INFO)
+    event = models.CharField(max_length=64)
+    duration_ms = models.FloatField(null=True, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "trace_events"
+        indexes = [
+            models.Index(fields=["request_id", "created_at"], name="trace_request"),
+            models.Index(fields=["raw_event", "created_at"], name="trace_raw_event"),
+            models.Index(fields=["user", "created_at"], name="trace_user"),
+            models.Index(fields=["created_at"], name="trace_created"),
+        ]
+
+    def __str__(self):
+        return f"{self.created_at:%H:%M:%S} {self.level} {self.event} {self.request_id}"
+
+
+class ImportJob(models.Model):
+    """A user's historical import (POST /v1/import): what was asked of Terra and how far it got."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs"
+    )
+    days = models.PositiveIntegerField()
+    start_date = models.DateField()
+    end_date = models.DateField()
+    requested = models.JSONField(
+        default=list, help_text="one entry per connection × type with Terra's answer"
+    )
+    chunks_received = models.PositiveIntegerField(default=0)
+    rows_normalized = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "import_jobs"
+        indexes = [models.Index(fields=["user", "-created_at"], name="import_jobs_user")]
+
+    def __str__(self):
+        return f"import {self.user} {self.start_date}…{self.end_date}"

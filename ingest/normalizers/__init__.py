@@ -1,0 +1,1 @@
+"""Built-in normalizers, registered by event type on import (see ingest.registry)."""

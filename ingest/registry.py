@@ -1,0 +1,40 @@
+"""Normalizers by event type. Apps register theirs in AppConfig.ready(), so ingest never imports
+them (labs registers `lab_report` and `body`)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ingest.models import RawEvent
+
+
+@dataclass(frozen=True)
+class NormalizeResult:
+    """ok=False parks the row with `error`; `skipped` acknowledges it without storing anything."""
+
+    ok: bool
+    rows: int = 0
+    skipped: str | None = None
+    error: str | None = None
+
+
+Normalizer = Callable[["RawEvent"], NormalizeResult]
+_normalizers: dict[str, Normalizer] = {}
+
+
+def register(*event_types: str) -> Callable[[Normalizer], Normalizer]:
+    def decorator(fn: Normalizer) -> Normalizer:
+        for event_type in event_types:
+            _normalizers[event_type] = fn
+        return fn
+
+    return decorator
+
+
+def normalizer_for(event_type: str) -> Normalizer | None:
+    return _normalizers.get(event_type)
+
+
+def registered_types() -> list[str]:
+    return sorted(_normalizers)

@@ -1,0 +1,131 @@
+"""Small Terra API client on httpx. In demo mode (no TERRA_API_KEY) it talks to the built-in
+simulator through an httpx transport, so the code path is the same as in production."""
+
+import logging
+from datetime import date
+
+import httpx
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+BACKFILL_TYPES = ("activity", "sleep", "daily", "body")
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+
+# Tests (and the simulator) replace this to answer at the HTTP boundary.
+_transport_override: httpx.BaseTransport | None = None
+
+
+class TerraError(Exception):
+    """Terra answered with a non-2xx status."""
+
+    def __init__(self, status: int, message: str, body=None):
+        super().__init__(f"Terra answered {status}: {message}")
+        self.status = status
+        self.body = body
+
+
+class TerraNetworkError(Exception):
+    """Terra could not be reached (DNS, connect, timeout)."""
+
+
+def set_transport(transport: httpx.BaseTransport | None) -> None:
+    global _transport_override
+    _transport_override = transport
+
+
+def _transport() -> httpx.BaseTransport | None:
+    if _transport_override is not None:
+        return _transport_override
+    if settings.TERRA_DEMO_MODE:
+        from ingest.simulator import simulator_transport
+
+        return simulator_transport()
+    return None
+
+
+class TerraClient:
+    def __init__(
+        self, *, base_url: str | None = None, dev_id: str | None = None, api_key: str | None = None
+    ):
+        self.base_url = (base_url or settings.TERRA_API_URL).rstrip("/")
+        self.headers = {
+            "dev-id": dev_id or settings.TERRA_DEV_ID,
+            "x-api-key": api_key or settings.TERRA_API_KEY or "demo",
+        }
+
+    def _client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url,
+            headers=self.headers,
+            timeout=DEFAULT_TIMEOUT,
+            transport=_transport(),
+        )
+
+    def _request(self, method: str, path: str, **kwargs):
+        try:
+            with self._client() as client:
+                response = client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise TerraNetworkError(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"raw": response.text[:2000]}
+        if response.status_code >= 400:
+            message = body.get("message") if isinstance(body, dict) else None
+            raise TerraError(response.status_code, message or response.reason_phrase, body)
+        return body
+
+    def request_backfill(
+        self,
+        *,
+        terra_user_id: str,
+        data_type: str,
+        start_date: date,
+        end_date: date,
+        to_webhook: bool = True,
+    ) -> dict:
+        """GET /v2/{type}?user_id=&start_date=&end_date=&to_webhook=true: Terra answers at once
+        and delivers the data by webhook later."""
+        if data_type not in BACKFILL_TYPES:
+            raise ValueError(f"unknown backfill type {data_type!r}")
+        return self._request(
+            "GET",
+            f"/v2/{data_type}",
+            params={
+                "user_id": terra_user_id,
+                "start_date": start_date.isoformat(),
+                "end_date": end_date.isoformat(),
+                "to_webhook": "true" if to_webhook else "false",
+            },
+        )
+
+    def generate_widget_session(
+        self, *, reference_id: str, providers: list[str] | None = None
+    ) -> dict:
+        payload = {"reference_id": reference_id, "language": "en"}
+        if providers:
+            payload["providers"] = ",".join(p.upper() for p in providers)
+        return self._request("POST", "/v2/auth/generateWidgetSession", json=payload)
+
+    def list_subscriptions(self) -> list[dict]:
+        """GET /v2/subscriptions: every user Terra holds for this developer."""
+        body = self._request("GET", "/v2/subscriptions")
+        return body.get("users", []) if isinstance(body, dict) else []
+
+    def upload_lab_report(
+        self, *, reference_id: str, filename: str, content: bytes, content_type: str
+    ) -> dict:
+        """POST /v2/lab-reports with form fields reference_id and `files` (plural: Terra answers
+        400 "No Files Provided" to `file`)."""
+        return self._request(
+            "POST",
+            "/v2/lab-reports",
+            data={"reference_id": reference_id},
+            files={"files": (filename, content, content_type)},
+        )
+
+
+def get_terra_client() -> TerraClient:
+    return TerraClient()

@@ -1,0 +1,3 @@
+"""ingest routes."""
+
+urlpatterns: list = []

@@ -1,0 +1,89 @@
+"""Lab uploads and biomarkers (the long table; the wide view is built from it)."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class LabUpload(models.Model):
+    """A stored lab report and its journey through Terra's OCR.
+
+    terra_status: pending → submitted | failed:<http status> | failed:network → parsed
+    (or failed:parse when Terra's lab_report.failed webhook arrives)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lab_uploads"
+    )
+    storage_key = models.CharField(max_length=500)
+    original_name = models.CharField(max_length=255, blank=True, default="")
+    content_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    terra_status = models.CharField(max_length=64, default="pending")
+    terra_response = models.JSONField(null=True, blank=True)
+    terra_upload_id = models.CharField(max_length=255, null=True, blank=True)
+    parsed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "lab_uploads"
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="lab_uploads_user"),
+            models.Index(fields=["user", "updated_at"], name="lab_uploads_sync"),
+            models.Index(fields=["terra_upload_id"], name="lab_uploads_terra_id"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} {self.original_name or self.id} [{self.terra_status}]"
+
+
+class BiomarkerStatus(models.TextChoices):
+    OPTIMAL = "optimal"
+    BORDERLINE = "borderline"
+    OUT_OF_RANGE = "out_of_range"
+
+
+class Biomarker(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="biomarkers"
+    )
+    source = models.CharField(max_length=64, help_text="terra_lab, or <provider>_body")
+    code = models.CharField(max_length=100, help_text="canonical code (raw code when unmapped)")
+    raw_code = models.CharField(max_length=100, blank=True, default="")
+    name = models.CharField(max_length=255, blank=True, default="")
+    value = models.FloatField(null=True, blank=True)
+    value_text = models.CharField(max_length=255, null=True, blank=True)
+    unit = models.CharField(max_length=50, null=True, blank=True)
+    reference_low = models.FloatField(null=True, blank=True)
+    reference_high = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=BiomarkerStatus.choices, null=True, blank=True)
+    measured_on = models.DateField()
+    lab_upload = models.ForeignKey(
+        LabUpload, null=True, blank=True, on_delete=models.SET_NULL, related_name="biomarkers"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "biomarkers"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "source", "code", "measured_on"], name="biomarkers_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__isnull=True) | Q(status__in=BiomarkerStatus.values),
+                name="biomarkers_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["user", "updated_at"], name="biomarkers_sync"),
+            models.Index(fields=["user", "code", "measured_on"], name="biomarkers_user_code"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} {self.code}={self.value if self.value is not None else self.value_text} {self.measured_on}"

@@ -1,0 +1,1 @@
+"""Lab-report and body normalizers (registered with ingest.registry on import)."""

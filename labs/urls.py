@@ -1,0 +1,3 @@
+"""labs routes."""
+
+urlpatterns: list = []

@@ -1,0 +1,102 @@
+"""Cross-cutting tables: operator API keys, user bearer tokens, the audit log, idempotency keys."""
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiKey(models.Model):
+    """Operator key sent as X-Admin-Key. Only the sha256 of the key is stored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list, help_text='e.g. ["ingest:admin", "workflows:read"]')
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_keys"
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class UserToken(models.Model):
+    """User bearer token for the user-facing API (Authorization: Bearer ...). Hashed at rest."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, default="default")
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "user_tokens"
+
+    def __str__(self):
+        return f"{self.user} ({self.prefix}…)"
+
+
+class AuditLog(models.Model):
+    """One row per operator mutation, written by the service that performs it."""
+
+    actor = models.CharField(
+        max_length=200, help_text="api_key:<id>:<name>, user:<username> or system"
+    )
+    action = models.CharField(max_length=100)
+    resource = models.CharField(max_length=300, blank=True)
+    result = models.CharField(max_length=50, default="ok")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    request_id = models.CharField(max_length=128, blank=True)
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    deduplicated = models.BooleanField(default=False)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "audit_logs"
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["action", "-created_at"], name="audit_action_created"),
+            models.Index(fields=["actor", "-created_at"], name="audit_actor_created"),
+        ]
+
+    def __str__(self):
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.action} {self.resource} {self.result}"
+
+
+class IdempotencyKey(models.Model):
+    """First response to (principal, key, endpoint), replayed for retries with an equal body."""
+
+    principal = models.CharField(max_length=200)
+    key = models.CharField(max_length=255)
+    endpoint = models.CharField(max_length=300)
+    body_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="null while in flight"
+    )
+    response_body = models.BinaryField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "idempotency_keys"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["principal", "key", "endpoint"], name="idempotency_unique_key"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.principal} {self.endpoint} {self.key}"

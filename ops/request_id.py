@@ -1,0 +1,38 @@
+"""The current request id, shared with log lines, queue messages, traces and workflow logs."""
+
+import contextvars
+import logging
+import re
+import uuid
+
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_VALID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def accept_request_id(raw: str | None) -> str:
+    """A client's X-Request-ID is kept when it is short and plain; otherwise mint one."""
+    if raw and _VALID.match(raw):
+        return raw
+    return new_request_id()
+
+
+def get_request_id() -> str:
+    return _current.get()
+
+
+def set_request_id(value: str) -> contextvars.Token:
+    return _current.set(value)
+
+
+def reset_request_id(token: contextvars.Token) -> None:
+    _current.reset(token)
+
+
+class RequestIdLogFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = _current.get()
+        return True

@@ -1,0 +1,93 @@
+"""Writes for ops: API keys, user tokens and audit rows."""
+
+import hashlib
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from ops.models import ApiKey, AuditLog, UserToken
+from ops.request_id import get_request_id
+
+SYSTEM_ACTOR = "system"
+
+
+def secret_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def api_key_create(*, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
+    """Returns the row and the raw key; the raw key is never stored and cannot be shown again."""
+    raw = "vfk_" + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(
+        name=name, prefix=raw[:10], key_hash=secret_hash(raw), scopes=sorted(set(scopes))
+    )
+    return key, raw
+
+
+def api_key_revoke(*, key: ApiKey, actor: str) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+    audit_log_write(actor=actor, action="api_key.revoke", resource=f"api_key:{key.pk}")
+
+
+def user_token_create(*, user, name: str = "default") -> tuple[UserToken, str]:
+    raw = "vfu_" + secrets.token_urlsafe(32)
+    token = UserToken.objects.create(
+        user=user, name=name, prefix=raw[:10], token_hash=secret_hash(raw)
+    )
+    return token, raw
+
+
+def user_get_or_create(*, username: str, create: bool):
+    User = get_user_model()
+    if create:
+        user, _ = User.objects.get_or_create(username=username)
+        return user
+    return User.objects.get(username=username)
+
+
+def actor_for(request) -> str:
+    """Who did it, as written in audit rows: the API key, the staff user, or the system."""
+    if request is None:
+        return SYSTEM_ACTOR
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return f"api_key:{auth.pk}:{auth.name}"
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and getattr(user, "username", None):
+        return f"user:{user.username}"
+    return SYSTEM_ACTOR
+
+
+def _client_ip(request) -> str | None:
+    if request is None:
+        return None
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def audit_log_write(
+    *,
+    action: str,
+    resource: str = "",
+    result: str = "ok",
+    request=None,
+    actor: str | None = None,
+    metadata: dict | None = None,
+    idempotency_key: str = "",
+    deduplicated: bool = False,
+) -> AuditLog:
+    """Record an operator mutation. Pass the request when there is one (actor, ip, agent, id)."""
+    return AuditLog.objects.create(
+        actor=actor or actor_for(request),
+        action=action,
+        resource=resource[:300],
+        result=result[:50],
+        ip=_client_ip(request),
+        user_agent=(request.META.get("HTTP_USER_AGENT", "")[:300] if request is not None else ""),
+        request_id=get_request_id() if get_request_id() != "-" else "",
+        idempotency_key=idempotency_key[:255],
+        deduplicated=deduplicated,
+        metadata=metadata or {},
+    )

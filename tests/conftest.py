@@ -1,0 +1,107 @@
+"""Shared fixtures: named users, API clients with credentials, and a fake Terra at the HTTP
+boundary (no test ever reaches the simulator or the network unless it asks to)."""
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from rest_framework.test import APIClient
+
+from ingest import terra_client
+from ops.services import api_key_create, user_token_create
+from tests.factories import UserFactory
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load_fixture(name: str) -> dict:
+    """A Terra sample payload from tests/fixtures/terra (copied from shared/fixtures/terra)."""
+    return json.loads((FIXTURES / "terra" / name).read_text())
+
+
+class FakeTerra:
+    """Answers Terra API calls from registered handlers and records every request."""
+
+    def __init__(self):
+        self.requests: list[httpx.Request] = []
+        self.routes: dict[tuple[str, str], object] = {}
+
+    def on(self, method: str, path: str, response):
+        """response: an httpx.Response, a (status, json) tuple, an exception, or a callable(request)."""
+        self.routes[(method.upper(), path)] = response
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        answer = self.routes.get((request.method, request.url.path))
+        if answer is None:
+            return httpx.Response(200, json={"status": "success"})
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer) and not isinstance(answer, httpx.Response):
+            answer = answer(request)
+        if isinstance(answer, tuple):
+            status, body = answer
+            return httpx.Response(status, json=body)
+        return answer
+
+    def calls(self, method: str, path: str) -> list[httpx.Request]:
+        return [r for r in self.requests if r.method == method.upper() and r.url.path == path]
+
+
+@pytest.fixture(autouse=True)
+def terra():
+    fake = FakeTerra()
+    terra_client.set_transport(httpx.MockTransport(fake.handler))
+    yield fake
+    terra_client.set_transport(None)
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.TERRA_WEBHOOK_SECRETS = ["test-secret"]
+
+
+@pytest.fixture
+def alice(db):
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def bob(db):
+    return UserFactory(username="bob")
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(username="charlie", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def api():
+    return APIClient()
+
+
+@pytest.fixture
+def user_api(alice):
+    """An API client authenticated as alice with a bearer token."""
+    _, raw = user_token_create(user=alice)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@pytest.fixture
+def operator_api(db):
+    """operator_api(*scopes) → an API client sending X-Admin-Key with those scopes."""
+
+    def make(*scopes: str, name: str | None = None) -> APIClient:
+        _, raw = api_key_create(
+            name=name or f"key-{'-'.join(scopes) or 'none'}", scopes=list(scopes)
+        )
+        client = APIClient()
+        client.credentials(HTTP_X_ADMIN_KEY=raw)
+        return client
+
+    return make

@@ -1,0 +1,1 @@
+"""Durable workflow engine (the public authoring API is re-exported here by the engine)."""

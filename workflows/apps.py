@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class WorkflowsConfig(AppConfig):
+    name = "workflows"
+    verbose_name = "Workflows"

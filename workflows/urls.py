@@ -1,0 +1,3 @@
+"""workflows routes."""
+
+urlpatterns: list = []
