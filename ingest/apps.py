@@ -8,3 +8,9 @@ class IngestConfig(AppConfig):
     def ready(self):
         # Importing the package registers the built-in normalizers.
         from ingest import normalizers  # noqa: F401
+        from ingest.models import Activity, DailySummary, SleepSession
+        from ingest.registry import UserTable, register_user_table
+
+        register_user_table(UserTable("daily_summary", DailySummary))
+        register_user_table(UserTable("sleep_sessions", SleepSession))
+        register_user_table(UserTable("activities", Activity))

@@ -38,3 +38,29 @@ def normalizer_for(event_type: str) -> Normalizer | None:
 
 def registered_types() -> list[str]:
     return sorted(_normalizers)
+
+
+@dataclass(frozen=True)
+class UserTable:
+    """A table of per-user data that the sync API serves and the user wipe deletes.
+
+    `model` has a `user` foreign key and an indexed `updated_at`. Registration order is the
+    wipe order (children before parents). `stored_files(row)` names storage keys to delete after
+    the wipe commits. ingest registers its typed tables; labs registers its own in ready()."""
+
+    key: str
+    model: type
+    sync: bool = True
+    wipe: bool = True
+    stored_files: Callable[[object], list[str]] | None = None
+
+
+_user_tables: dict[str, UserTable] = {}
+
+
+def register_user_table(table: UserTable) -> None:
+    _user_tables[table.key] = table
+
+
+def user_tables() -> list[UserTable]:
+    return list(_user_tables.values())

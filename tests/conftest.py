@@ -105,3 +105,28 @@ def operator_api(db):
         return client
 
     return make
+
+
+def sign(body: bytes, *, secret: str = "test-secret", timestamp: int | None = None) -> str:
+    """A Terra-Signature header value for `body`: t=<unix>,v1=<hex hmac-sha256 of "{t}.{body}">."""
+    import hashlib
+    import hmac
+    import time
+
+    t = int(time.time()) if timestamp is None else timestamp
+    digest = hmac.new(secret.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={t},v1={digest}"
+
+
+@pytest.fixture
+def deliver(client):
+    """deliver(payload) posts a signed Terra webhook to /webhook/terra and returns the response.
+    payload: a dict (serialized here) or raw bytes; path/secret/timestamp/headers overridable."""
+
+    def post(payload, *, path="/webhook/terra", secret="test-secret", timestamp=None, headers=None):
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        extra = {"HTTP_TERRA_SIGNATURE": sign(body, secret=secret, timestamp=timestamp)}
+        extra.update(headers or {})
+        return client.generic("POST", path, body, content_type="application/json", **extra)
+
+    return post

@@ -1,0 +1,3 @@
+"""/v1 user and operator API routes for ingest."""
+
+urlpatterns: list = []

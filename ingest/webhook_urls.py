@@ -1,0 +1,3 @@
+"""Terra webhook routes (every path Terra has been pointed at)."""
+
+urlpatterns: list = []
