@@ -1,0 +1,150 @@
+"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster and
+feed simulated Terra deliveries so data flows within a minute. Ctrl-C stops everything."""
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from ops.models import ApiKey
+from ops.services import api_key_create, user_token_create
+
+DEMO_USER = "demo"
+OPERATOR = "admin"
+
+
+class Command(BaseCommand):
+    help = (
+        "Run vitalflow locally: migrate, create an operator login, a demo user token and an admin API "
+        "key (printed), set up schedules, start the web server and a qcluster, and post simulated "
+        "Terra deliveries (demo mode) every minute. Env: PORT (default 8000)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument(
+            "--days", type=int, default=14, help="days of history the first feed posts"
+        )
+        parser.add_argument(
+            "--no-feed", action="store_true", help="do not post simulated deliveries"
+        )
+
+    def handle(self, *args, port, days, no_feed, **options):
+        os.makedirs(settings.VAR_DIR, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("setup_schedules")
+        logins = self.create_logins()
+        base = f"http://127.0.0.1:{port}"
+        children = self.start_children(port)
+        try:
+            self.wait_until_up(base)
+            self.print_banner(base, logins)
+            self.feed(base, days, no_feed, children)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop_children(children)
+
+    def create_logins(self) -> dict:
+        User = get_user_model()
+        password = secrets.token_urlsafe(9)
+        operator, _ = User.objects.get_or_create(
+            username=OPERATOR, defaults={"email": "admin@localhost"}
+        )
+        operator.is_staff = operator.is_superuser = True
+        operator.set_password(password)
+        operator.save()
+        demo, _ = User.objects.get_or_create(username=DEMO_USER)
+        _, token = user_token_create(user=demo, name="rundemo")
+        ApiKey.objects.filter(name="rundemo-operator").delete()
+        _, key = api_key_create(name="rundemo-operator", scopes=["*"])
+        return {"password": password, "token": token, "admin_key": key}
+
+    def start_children(self, port: int) -> list[subprocess.Popen]:
+        python = sys.executable
+        return [
+            subprocess.Popen([python, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]),
+            subprocess.Popen([python, "manage.py", "qcluster"]),
+        ]
+
+    def wait_until_up(self, base: str) -> None:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/api/schema/", timeout=2).read()
+                return
+            except Exception:
+                time.sleep(0.5)
+        raise SystemExit("the web server did not come up on " + base)
+
+    def print_banner(self, base: str, logins: dict) -> None:
+        mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "=" * 72,
+                    f" vitalflow is running — {mode}",
+                    f"   console   {base}/admin/   login: {OPERATOR} / {logins['password']}",
+                    f"   API docs  {base}/api/docs/",
+                    f"   user API  curl -H 'Authorization: Bearer {logins['token']}' {base}/v1/me",
+                    f"   operator  curl -H 'X-Admin-Key: {logins['admin_key']}' {base}/v1/admin/dlq",
+                    "   Ctrl-C stops web, queue and feed.",
+                    "=" * 72,
+                    "",
+                ]
+            )
+        )
+
+    def feed(self, base: str, days: int, no_feed: bool, children: list[subprocess.Popen]) -> None:
+        """First a backlog of `days`, then one new day every minute, until Ctrl-C."""
+        python = sys.executable
+        webhook = f"{base}/webhook/terra"
+        if not no_feed and settings.TERRA_WEBHOOK_SECRETS:
+            subprocess.call(
+                [
+                    python,
+                    "manage.py",
+                    "terra_simulate",
+                    "--url",
+                    webhook,
+                    "--user",
+                    DEMO_USER,
+                    "--days",
+                    str(days),
+                ]
+            )
+        while all(child.poll() is None for child in children):
+            time.sleep(60)
+            if not no_feed and settings.TERRA_WEBHOOK_SECRETS:
+                subprocess.call(
+                    [
+                        python,
+                        "manage.py",
+                        "terra_simulate",
+                        "--url",
+                        webhook,
+                        "--user",
+                        DEMO_USER,
+                        "--days",
+                        "1",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                )
+
+    def stop_children(self, children: list[subprocess.Popen]) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
