@@ -15,7 +15,7 @@ run: $(STAMP)
 	$(PY) manage.py rundemo
 
 test: $(STAMP)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

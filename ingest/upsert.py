@@ -31,6 +31,15 @@ def upsert_keep_non_null(
         row["updated_at"] = now
     if "created_at" in {f.name for f in meta.concrete_fields}:
         row.setdefault("created_at", now)
+    # Raw SQL skips model defaults: supply them for the INSERT (the UPDATE touches `values` only).
+    for field in meta.concrete_fields:
+        if (
+            field.has_default()
+            and field.name not in row
+            and field.attname not in row
+            and not field.primary_key
+        ):
+            row[field.name] = field.get_default()
     fields = [meta.get_field(name) for name in row]
     columns = [_quote(f.column) for f in fields]
     params = [
