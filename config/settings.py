@@ -77,7 +77,8 @@ def sqlite_database(path: str) -> dict:
 
 
 SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
-DEBUG = env_bool("DEBUG", True)
+# Off by default: with DEBUG on, Django answers errors with HTML pages instead of the JSON contract.
+DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 

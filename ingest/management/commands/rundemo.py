@@ -71,7 +71,9 @@ class Command(BaseCommand):
     def start_children(self, port: int) -> list[subprocess.Popen]:
         python = sys.executable
         return [
-            subprocess.Popen([python, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]),
+            subprocess.Popen(
+                [python, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"]
+            ),
             subprocess.Popen([python, "manage.py", "qcluster"]),
         ]
 
