@@ -2,6 +2,10 @@
 request_id. Writing a trace must never break the work it describes."""
 
 import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
 
 from ingest.models import TraceEvent, TraceLevel
 from ops.request_id import get_request_id
@@ -32,3 +36,11 @@ def trace_write(
         )
     except Exception:  # a trace is diagnostics: losing one beats failing the delivery
         log.exception("could not write trace %s", event)
+
+
+def traces_delete_expired(*, days: int | None = None) -> int:
+    """Delete trace rows older than TRACE_RETENTION_DAYS (the daily clean-up)."""
+    keep = settings.TRACE_RETENTION_DAYS if days is None else days
+    cutoff = timezone.now() - timedelta(days=keep)
+    deleted, _ = TraceEvent.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

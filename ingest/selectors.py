@@ -1,0 +1,175 @@
+"""Reads for ingest operations: the FilterSets and querysets that the operator API, the admin
+console and the commands share, so "the DLQ" or "parked rows of bob" mean one query everywhere."""
+
+import re
+from datetime import timedelta
+
+import django_filters
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Max, Q, QuerySet
+from django.utils import timezone
+
+from ingest.api.errors import IngestErrorCode
+from ingest.models import (
+    ImportJob,
+    RawEvent,
+    RawEventState,
+    TerraConnection,
+    TraceEvent,
+    TraceLevel,
+)
+from ingest.registry import user_tables
+from ops.errors import ApiError
+
+DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
+NO_CONNECTION_ERROR = "no_connection_for_terra_user"
+_DURATION = re.compile(r"^(\d{1,6})([smhd])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_age(raw: str) -> timedelta:
+    """'90s', '15m', '2h', '7d' → timedelta (ASCII digits only)."""
+    match = _DURATION.match(raw.strip()) if raw else None
+    if match is None:
+        raise ValueError(f"not a duration: {raw!r} (use e.g. 15m, 2h, 7d)")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+class AgeFilter(django_filters.CharFilter):
+    """older_than / newer_than on received_at, e.g. ?older_than=2h."""
+
+    def __init__(self, *args, older: bool, **kwargs):
+        self.older = older
+        super().__init__(*args, **kwargs)
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        try:
+            cutoff = timezone.now() - parse_age(value)
+        except ValueError as exc:
+            raise ApiError(400, IngestErrorCode.INVALID_FILTER, str(exc)) from None
+        lookup = "lte" if self.older else "gte"
+        return qs.filter(**{f"{self.field_name}__{lookup}": cutoff})
+
+
+class IdListFilter(django_filters.CharFilter):
+    """?ids=1,2,3"""
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        parts = [p.strip() for p in str(value).split(",") if p.strip()]
+        if not all(p.isascii() and p.isdigit() for p in parts):
+            raise ApiError(400, IngestErrorCode.INVALID_FILTER, "ids must be integers.")
+        return qs.filter(pk__in=[int(p) for p in parts])
+
+
+class RawEventFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=RawEventState.choices)
+    type = django_filters.CharFilter(field_name="event_type")
+    provider = django_filters.CharFilter(field_name="provider", lookup_expr="iexact")
+    error = django_filters.CharFilter(field_name="process_error", lookup_expr="icontains")
+    terra_user_id = django_filters.CharFilter()
+    reference_id = django_filters.CharFilter()
+    request_id = django_filters.CharFilter()
+    user = django_filters.CharFilter(field_name="user__username")
+    older_than = AgeFilter(field_name="received_at", older=True)
+    newer_than = AgeFilter(field_name="received_at", older=False)
+    ids = IdListFilter()
+
+    class Meta:
+        model = RawEvent
+        fields: list[str] = []
+
+
+class TraceFilter(django_filters.FilterSet):
+    request_id = django_filters.CharFilter()
+    user = django_filters.CharFilter(field_name="user__username")
+    level = django_filters.ChoiceFilter(choices=TraceLevel.choices)
+    raw_event_id = django_filters.NumberFilter(field_name="raw_event_id")
+    event = django_filters.CharFilter()
+
+    class Meta:
+        model = TraceEvent
+        fields: list[str] = []
+
+
+def _filtered(filterset_class, data, queryset) -> QuerySet:
+    filterset = filterset_class(data=data or {}, queryset=queryset)
+    if not filterset.is_valid():
+        raise ApiError(
+            400,
+            IngestErrorCode.INVALID_FILTER,
+            "The filters are not valid.",
+            errors=filterset.errors,
+        )
+    return filterset.qs
+
+
+def raw_events(*, filters: dict | None = None) -> QuerySet[RawEvent]:
+    return _filtered(RawEventFilter, filters, RawEvent.objects.select_related("user")).order_by(
+        "-received_at", "-id"
+    )
+
+
+def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:
+    """Parked, retrying or dead rows (never skipped or done), newest first."""
+    return raw_events(filters=filters).filter(state__in=DLQ_STATES)
+
+
+def raw_event_get(*, raw_event_id) -> RawEvent:
+    row = RawEvent.objects.select_related("user").filter(pk=raw_event_id).first()
+    if row is None:
+        raise ApiError(404, IngestErrorCode.RAW_EVENT_NOT_FOUND, f"No raw event {raw_event_id}.")
+    return row
+
+
+def traces(*, filters: dict | None = None) -> QuerySet[TraceEvent]:
+    return _filtered(
+        TraceFilter, filters, TraceEvent.objects.select_related("user", "raw_event")
+    ).order_by("-created_at", "-id")
+
+
+def user_get(*, username: str):
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ApiError(404, IngestErrorCode.USER_NOT_FOUND, f"No user {username!r}.")
+    return user
+
+
+def user_raw_events(*, user) -> QuerySet[RawEvent]:
+    """Every raw event that belongs to `user`: resolved to them, or naming one of their
+    connections (ever) or their username as reference_id (before the consumer resolved it)."""
+    terra_ids = list(
+        TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True)
+    )
+    match = Q(user=user) | Q(reference_id=user.username)
+    if terra_ids:
+        match |= Q(terra_user_id__in=terra_ids)
+    return RawEvent.objects.filter(match)
+
+
+def user_table_counts(*, user) -> dict[str, int]:
+    return {t.key: t.model.objects.filter(user=user).count() for t in user_tables()}
+
+
+def user_overview(*, user) -> dict:
+    """What an operator asks first about a user: connections, rows, last event, stuck rows."""
+    events = user_raw_events(user=user)
+    stats = events.aggregate(
+        last_received=Max("received_at"),
+        parked=Count("id", filter=Q(state=RawEventState.PARKED)),
+        dlq=Count("id", filter=Q(state__in=DLQ_STATES)),
+        total=Count("id"),
+    )
+    return {
+        "user": user,
+        "connections": list(TerraConnection.objects.filter(user=user).order_by("-created_at")),
+        "counts": user_table_counts(user=user),
+        "raw_events": stats["total"],
+        "last_event_received_at": stats["last_received"],
+        "parked": stats["parked"],
+        "dlq": stats["dlq"],
+        "imports": list(ImportJob.objects.filter(user=user).order_by("-created_at")[:5]),
+    }

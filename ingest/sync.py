@@ -1,0 +1,172 @@
+"""The sync read: every row of one user changed since a point in time, across every registered
+user table, keyset-paginated on (table, updated_at, id) with an opaque cursor.
+
+Tables are walked in key order (not registration order) so a cursor minted by one process means
+the same position in another, whatever order the apps registered their tables in.
+"""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from ingest.api.errors import IngestErrorCode
+from ingest.registry import UserTable, user_tables
+from ops.errors import ApiError
+
+DEFAULT_LIMIT = 500
+MAX_LIMIT = 2000
+# Rows are stamped with the writer's clock before its transaction commits, so a row can become
+# visible a moment after a later `server_time` was handed out. Handing out a server_time this
+# far in the past makes the next pull overlap instead of missing it (clients upsert: harmless).
+SERVER_TIME_OVERLAP = timedelta(seconds=5)
+# Bulky or private columns the client has no use for (the raw Terra payload stays server-side).
+EXCLUDED_FIELDS = {"user", "raw", "payload", "terra_response"}
+
+
+@dataclass(frozen=True)
+class Position:
+    table: str
+    updated_at: datetime | None  # None: the table's start
+    pk: str | None
+
+
+def sync_tables() -> list[UserTable]:
+    return sorted((t for t in user_tables() if t.sync), key=lambda t: t.key)
+
+
+def sync_fields(model) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields if f.name not in EXCLUDED_FIELDS]
+
+
+def parse_since(raw: str | None) -> datetime | None:
+    """ISO 8601 datetime (naive means UTC) or a bare date (its midnight UTC); '' means all."""
+    if raw is None or raw.strip() == "":
+        return None
+    raw = raw.strip().replace(" ", "+")  # an unescaped '+' in a query string arrives as ' '
+    try:
+        parsed = parse_datetime(raw)
+        if parsed is None and (day := parse_date(raw)) is not None:
+            parsed = datetime.combine(day, time.min)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ApiError(
+            400, IngestErrorCode.INVALID_SINCE, "since must be an ISO 8601 date or datetime."
+        )
+    return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)
+
+
+def cursor_encode(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+
+
+def cursor_decode(raw: str) -> dict:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(raw.encode() + b"=" * (-len(raw) % 4)))
+    except (binascii.Error, ValueError, UnicodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise ApiError(400, IngestErrorCode.INVALID_CURSOR, "The cursor is not valid.")
+    return data
+
+
+def _decode_sync_cursor(raw: str) -> tuple[Position, datetime | None, datetime]:
+    data = cursor_decode(raw)
+    try:
+        keys = {t.key for t in sync_tables()}
+        if data["t"] not in keys:
+            raise ValueError("unknown table")
+        position = Position(
+            table=data["t"],
+            updated_at=datetime.fromisoformat(data["u"]) if data.get("u") else None,
+            pk=data.get("i"),
+        )
+        since = datetime.fromisoformat(data["s"]) if data.get("s") else None
+        server_time = datetime.fromisoformat(data["st"])
+    except (KeyError, TypeError, ValueError):
+        raise ApiError(400, IngestErrorCode.INVALID_CURSOR, "The cursor is not valid.") from None
+    return position, since, server_time
+
+
+def parse_limit(raw: str | None) -> int:
+    if raw in (None, ""):
+        return DEFAULT_LIMIT
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise ApiError(
+            400, IngestErrorCode.INVALID_LIMIT, f"limit must be an integer from 1 to {MAX_LIMIT}."
+        )
+    return int(raw)
+
+
+def _table_rows(table: UserTable, *, user, since, after: Position | None, n: int) -> list[dict]:
+    model = table.model
+    qs = model.objects.filter(user=user)
+    if since is not None:
+        qs = qs.filter(updated_at__gte=since)
+    if after is not None and after.updated_at is not None:
+        pk = model._meta.pk.to_python(after.pk)
+        qs = qs.filter(
+            Q(updated_at__gt=after.updated_at) | Q(updated_at=after.updated_at, pk__gt=pk)
+        )
+    return list(qs.order_by("updated_at", "pk").values(*sync_fields(model))[:n])
+
+
+def sync_page(*, user, since: str | None, cursor: str | None, limit: int) -> dict:
+    """One page: {"tables": {key: [rows]}, "count", "next", "server_time", "since"}.
+
+    Without a cursor the pull starts at the first table; `server_time` is fixed at that moment
+    and carried in the cursor, so every page of one pull returns the same value to save."""
+    if cursor:
+        position, since_dt, server_time = _decode_sync_cursor(cursor)
+    else:
+        since_dt = parse_since(since)
+        server_time = timezone.now() - SERVER_TIME_OVERLAP
+        position = None
+    tables = sync_tables()
+    start = next((i for i, t in enumerate(tables) if position and t.key == position.table), 0)
+    out: dict[str, list[dict]] = {}
+    remaining, count, next_position = limit, 0, None
+    for table in tables[start:]:
+        after = position if position is not None and table.key == position.table else None
+        if remaining == 0:
+            # The page is full exactly at a table boundary: point at the next table with rows,
+            # so the last page is never an empty one.
+            if _table_rows(table, user=user, since=since_dt, after=None, n=1):
+                next_position = Position(table.key, None, None)
+                break
+            continue
+        rows = _table_rows(table, user=user, since=since_dt, after=after, n=remaining + 1)
+        page = rows[:remaining]
+        if page:
+            out[table.key] = page
+            count += len(page)
+            remaining -= len(page)
+        if len(rows) > len(page):
+            last = page[-1]
+            pk_name = table.model._meta.pk.attname
+            next_position = Position(table.key, last["updated_at"], str(last[pk_name]))
+            break
+    next_cursor = None
+    if next_position is not None:
+        next_cursor = cursor_encode(
+            {
+                "t": next_position.table,
+                "u": next_position.updated_at.isoformat() if next_position.updated_at else None,
+                "i": next_position.pk,
+                "s": since_dt.isoformat() if since_dt else None,
+                "st": server_time.isoformat(),
+            }
+        )
+    return {
+        "since": since_dt,
+        "server_time": server_time,
+        "count": count,
+        "next": next_cursor,
+        "tables": out,
+    }
