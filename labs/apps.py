@@ -1,3 +1,5 @@
+"""labs app: registers its normalizers and its per-user tables with ingest's registries."""
+
 from django.apps import AppConfig
 
 
@@ -6,5 +8,15 @@ class LabsConfig(AppConfig):
     verbose_name = "Labs"
 
     def ready(self):
-        # Registers the lab_report and body normalizers with ingest's registry.
-        from labs import normalizers  # noqa: F401
+        # ingest never imports labs (DESIGN §1): labs plugs itself in here.
+        from ingest.registry import UserTable, register_user_table
+        from labs import normalizers  # noqa: F401  (registers lab_report and body)
+        from labs.models import Biomarker, BiomarkerWide, LabUpload
+
+        # Wipe order is registration order: biomarkers point at their upload, so they go first.
+        register_user_table(UserTable("biomarkers", Biomarker))
+        register_user_table(
+            UserTable("lab_uploads", LabUpload, stored_files=lambda row: [row.storage_key])
+        )
+        # A view: synced, never wiped itself (it empties when biomarkers are wiped).
+        register_user_table(UserTable("biomarkers_wide", BiomarkerWide, wipe=False))

@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from labs.aliases import CANONICAL_CODES, WIDE_CODES
+
 
 class LabUpload(models.Model):
     """A stored lab report and its journey through Terra's OCR.
@@ -87,3 +89,33 @@ class Biomarker(models.Model):
 
     def __str__(self):
         return f"{self.user} {self.code}={self.value if self.value is not None else self.value_text} {self.measured_on}"
+
+
+class BiomarkerWide(models.Model):
+    """Read-only model over the `biomarkers_wide` view (labs/wide.py, migration 0002): one row per
+    (user, date), one nullable float column per canonical code (added below from WIDE_CODES)."""
+
+    id = models.BigIntegerField(primary_key=True, help_text="user_id * 10^8 + YYYYMMDD")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    date = models.DateField()
+    updated_at = models.DateTimeField(help_text="newest updated_at of the day's biomarkers")
+
+    class Meta:
+        managed = False
+        db_table = "biomarkers_wide"
+        verbose_name = "biomarkers (wide)"
+        verbose_name_plural = "biomarkers (wide)"
+
+    def __str__(self):
+        return f"{self.user_id} {self.date}"
+
+
+for _code in WIDE_CODES:
+    BiomarkerWide.add_to_class(
+        _code, models.FloatField(null=True, blank=True, verbose_name=CANONICAL_CODES[_code])
+    )

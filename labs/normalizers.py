@@ -1,1 +1,0 @@
-"""Lab-report and body normalizers (registered with ingest.registry on import)."""

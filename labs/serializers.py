@@ -1,0 +1,44 @@
+"""Output shapes of the labs API."""
+
+from rest_framework import serializers
+
+from labs.aliases import WIDE_CODES
+from labs.models import BiomarkerWide, LabUpload
+
+
+class LabUploadSerializer(serializers.ModelSerializer):
+    upload_id = serializers.UUIDField(source="id", read_only=True)
+
+    class Meta:
+        model = LabUpload
+        fields = [
+            "upload_id",
+            "storage_key",
+            "original_name",
+            "content_type",
+            "size",
+            "sha256",
+            "terra_status",
+            "terra_upload_id",
+            "parsed_at",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class BiomarkerWideSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = BiomarkerWide
+        fields = ["id", "date", "updated_at", *WIDE_CODES]
+        read_only_fields = fields
+
+
+class UploadAcceptedSerializer(serializers.Serializer):
+    """Documents POST /v1/labs/upload's 200 answer for the OpenAPI schema."""
+
+    ok = serializers.BooleanField()
+    upload_id = serializers.UUIDField()
+    storage_key = serializers.CharField()
+    terra_status = serializers.CharField()
+    note = serializers.CharField()

@@ -1,0 +1,157 @@
+"""Lab uploads: store a validated file, record it, forward it to Terra, retry failed forwards;
+and the read selectors the API and the console share."""
+
+import hashlib
+import logging
+import re
+import uuid
+
+from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from ingest.terra_client import TerraError, TerraNetworkError, get_terra_client
+from labs import filetype
+from labs.models import LabUpload
+from labs.upload import LabErrorCode
+from ops.errors import ApiError
+from ops.services import audit_log_write
+
+log = logging.getLogger(__name__)
+
+STORAGE_PREFIX = "lab-uploads"
+PENDING = "pending"
+SUBMITTED = "submitted"
+PARSED = "parsed"
+FAILED_NETWORK = "failed:network"
+FAILED_PARSE = "failed:parse"
+# Forwarding failures the console may retry; failed:parse is Terra's verdict on the file itself.
+RETRYABLE_PREFIX = "failed:"
+
+
+def _user_segment(user) -> str:
+    # Usernames may be "." or ".." (Django's validator allows dots); those would climb a level.
+    name = user.get_username()
+    if name in (".", "..") or not re.fullmatch(r"[\w.@+-]+", name):
+        return f"user-{user.pk}"
+    return name
+
+
+def storage_key_for(*, user, upload_id: uuid.UUID, kind: filetype.FileKind) -> str:
+    """The client's file name never appears here: only names we chose."""
+    return f"{STORAGE_PREFIX}/{_user_segment(user)}/{upload_id}.{kind.extension}"
+
+
+def _digest(uploaded: UploadedFile) -> tuple[str, bytes]:
+    sha = hashlib.sha256()
+    parts = []
+    for chunk in uploaded.chunks():
+        sha.update(chunk)
+        parts.append(chunk)
+    return sha.hexdigest(), b"".join(parts)
+
+
+def lab_upload_create(*, user, uploaded: UploadedFile) -> tuple[LabUpload, bytes]:
+    """Store the file under a key we choose and insert its row (terra_status pending).
+    Returns the row and the file's bytes (at most LAB_UPLOAD_MAX_BYTES) for forwarding."""
+    uploaded.seek(0)
+    kind = filetype.sniff(uploaded.read(filetype.HEAD_BYTES))
+    if kind is None:
+        raise ApiError(
+            415,
+            LabErrorCode.UNSUPPORTED_FILE_TYPE,
+            "Only PDF, PNG and JPEG lab reports are accepted (decided by the file's content).",
+        )
+    uploaded.seek(0)
+    sha256, content = _digest(uploaded)
+    upload_id = uuid.uuid4()
+    key = default_storage.save(storage_key_for(user=user, upload_id=upload_id, kind=kind), uploaded)
+    try:
+        row = LabUpload.objects.create(
+            id=upload_id,
+            user=user,
+            storage_key=key,
+            original_name=(uploaded.name or "")[:255],
+            content_type=kind.content_type,
+            size=len(content),
+            sha256=sha256,
+            terra_status=PENDING,
+        )
+    except Exception:
+        default_storage.delete(key)  # no orphan file when the row cannot be written
+        raise
+    return row, content
+
+
+def lab_upload_forward(*, upload: LabUpload, content: bytes | None = None) -> LabUpload:
+    """POST the file to Terra and record the outcome on the row: submitted (+ Terra's upload id),
+    failed:<http status> or failed:network. Never raises for Terra's answer."""
+    if content is None:
+        with default_storage.open(upload.storage_key, "rb") as stored:
+            content = stored.read()
+    client = get_terra_client()
+    try:
+        body = client.upload_lab_report(
+            reference_id=upload.user.get_username(),
+            filename=upload.storage_key.rsplit("/", 1)[-1],
+            content=content,
+            content_type=upload.content_type,
+        )
+    except TerraError as exc:
+        log.warning("terra refused lab upload %s: %s", upload.pk, exc)
+        status, response, terra_id = f"failed:{exc.status}", exc.body, upload.terra_upload_id
+    except TerraNetworkError as exc:
+        log.warning("terra unreachable for lab upload %s: %s", upload.pk, exc)
+        status, response, terra_id = FAILED_NETWORK, {"error": str(exc)}, upload.terra_upload_id
+    else:
+        terra_id = body.get("upload_id") if isinstance(body, dict) else None
+        status, response = SUBMITTED, body
+    upload.terra_status = status
+    upload.terra_response = response
+    upload.terra_upload_id = terra_id
+    upload.updated_at = timezone.now()
+    upload.save(update_fields=["terra_status", "terra_response", "terra_upload_id", "updated_at"])
+    return upload
+
+
+def lab_upload_receive(*, user, uploaded: UploadedFile) -> LabUpload:
+    """The upload endpoint's whole job: store, record, forward. The row is committed before the
+    Terra call, so the file and row are kept whatever Terra answers."""
+    with transaction.atomic():
+        row, content = lab_upload_create(user=user, uploaded=uploaded)
+    return lab_upload_forward(upload=row, content=content)
+
+
+def is_forward_failed(upload: LabUpload) -> bool:
+    return upload.terra_status.startswith(RETRYABLE_PREFIX) and upload.terra_status != FAILED_PARSE
+
+
+def lab_uploads_retry_forwarding(*, uploads, request=None) -> dict[str, int]:
+    """Console action: forward again every upload whose forward failed (others are left alone).
+    One audit row per retried upload. Returns counts by outcome."""
+    counts = {"retried": 0, "submitted": 0, "failed": 0, "ignored": 0}
+    for upload in uploads:
+        if not is_forward_failed(upload):
+            counts["ignored"] += 1
+            continue
+        before = upload.terra_status
+        lab_upload_forward(upload=upload)
+        counts["retried"] += 1
+        counts["submitted" if upload.terra_status == SUBMITTED else "failed"] += 1
+        audit_log_write(
+            action="lab_upload.retry_forwarding",
+            resource=f"lab_upload:{upload.pk}",
+            result=upload.terra_status,
+            request=request,
+            metadata={"before": before, "terra_upload_id": upload.terra_upload_id},
+        )
+    return counts
+
+
+# --- selectors -------------------------------------------------------------------------------
+
+
+def lab_uploads_for(*, user) -> QuerySet[LabUpload]:
+    return LabUpload.objects.filter(user=user).order_by("-created_at")

@@ -1,0 +1,147 @@
+"""Reading a lab upload off the request within LAB_UPLOAD_MAX_BYTES, never holding or reading an
+oversized body whole: the declared Content-Length is checked before the parser reads a byte, file
+bytes are counted as the parser streams them, and a chunked body (no Content-Length) is read by
+us with the same cap, because Django's multipart parser only reads up to Content-Length."""
+
+import tempfile
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import (
+    FileUploadHandler,
+    MemoryFileUploadHandler,
+    StopUpload,
+    TemporaryFileUploadHandler,
+)
+from django.core.handlers.wsgi import WSGIRequest
+from django.http import HttpRequest, QueryDict
+from django.http.request import RequestDataTooBig
+from django.utils.datastructures import MultiValueDict
+from rest_framework.exceptions import ParseError
+
+from ops.errors import ApiError
+
+FILE_FIELD = "file"
+# Room for boundaries, part headers and a long file name: the limit is on the file, not on the
+# multipart envelope around it, so exactly LAB_UPLOAD_MAX_BYTES of file must fit in the body.
+MULTIPART_SLACK_BYTES = 64 * 1024
+_CHUNK = 64 * 1024
+
+
+class LabErrorCode:
+    """Error codes of the labs API (ops.errors.ErrorCode holds the cross-cutting ones)."""
+
+    EXPECTED_MULTIPART = "expected_multipart"
+    MISSING_FILE_FIELD = "missing_file_field"
+    EMPTY_FILE = "empty_file"
+    UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
+    FILE_TOO_LARGE = "file_too_large"
+    TERRA_UPLOAD_FAILED = "terra_upload_failed"
+
+
+def max_bytes() -> int:
+    return settings.LAB_UPLOAD_MAX_BYTES
+
+
+def too_large() -> ApiError:
+    limit = max_bytes()
+    return ApiError(
+        413,
+        LabErrorCode.FILE_TOO_LARGE,
+        f"The file is larger than the {limit} byte limit.",
+        max_bytes=limit,
+    )
+
+
+class CappedUploadHandler(FileUploadHandler):
+    """First in the handler chain: refuses an oversized declared body before parsing and stops the
+    parse (without draining the rest of the body) once the files' bytes pass the cap."""
+
+    def __init__(self, request=None, *, cap: int):
+        super().__init__(request)
+        self.cap = cap
+        self.file_bytes = 0
+        self.exceeded = False
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        if content_length > self.cap + MULTIPART_SLACK_BYTES:
+            self.exceeded = True
+            return QueryDict(), MultiValueDict()  # a result here means "do not parse the body"
+        return None
+
+    def receive_data_chunk(self, raw_data, start):
+        # Counted over every file part, so extra file fields cannot smuggle in more bytes.
+        self.file_bytes += len(raw_data)
+        if self.file_bytes > self.cap:
+            self.exceeded = True
+            raise StopUpload(connection_reset=True)
+        return raw_data
+
+    def file_complete(self, file_size):
+        return None
+
+
+def install_upload_handlers(request: HttpRequest) -> CappedUploadHandler:
+    """Must run before anything reads request.POST/FILES (DRF's session CSRF check may)."""
+    capped = CappedUploadHandler(request, cap=max_bytes())
+    request.upload_handlers = [
+        capped,
+        MemoryFileUploadHandler(request),
+        TemporaryFileUploadHandler(request),
+    ]
+    return capped
+
+
+def _spool_unsized_body(request: HttpRequest) -> None:
+    """A chunked request has no Content-Length, and Django would parse it as empty: read it here,
+    at most cap + slack + 1 bytes, into a temporary file the parser then reads."""
+    declared = request.META.get("CONTENT_LENGTH")
+    if declared not in (None, "", "0"):
+        return
+    if request.headers.get("Transfer-Encoding", "").lower() != "chunked":
+        return
+    source = request.environ["wsgi.input"] if isinstance(request, WSGIRequest) else request._stream
+    limit = max_bytes() + MULTIPART_SLACK_BYTES
+    # Not a `with`: the spool must outlive this function, the parser reads it; the request closes it.
+    spool = tempfile.SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE)  # noqa: SIM115
+    size = 0
+    while chunk := source.read(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            spool.close()
+            raise too_large()
+        spool.write(chunk)
+    spool.seek(0)
+    request._stream = spool  # HttpRequest.read() reads _stream; Django has no public hook
+    request.META["CONTENT_LENGTH"] = str(size)
+
+
+def lab_file_from_request(request) -> UploadedFile:
+    """The `file` part of a DRF request, or an ApiError (400/413) saying what is wrong."""
+    django_request = request._request
+    if not (request.content_type or "").lower().startswith("multipart/form-data"):
+        raise ApiError(
+            400, LabErrorCode.EXPECTED_MULTIPART, "Send the file as multipart/form-data."
+        )
+    capped = next(
+        (h for h in django_request.upload_handlers if isinstance(h, CappedUploadHandler)), None
+    ) or install_upload_handlers(django_request)
+    _spool_unsized_body(django_request)
+    try:
+        files = request.FILES
+    except ParseError as exc:
+        raise ApiError(
+            400, LabErrorCode.EXPECTED_MULTIPART, f"The multipart body could not be parsed: {exc}"
+        ) from None
+    except RequestDataTooBig:
+        raise too_large() from None
+    if capped.exceeded:
+        raise too_large()
+    uploaded = files.get(FILE_FIELD)
+    if uploaded is None:
+        raise ApiError(
+            400, LabErrorCode.MISSING_FILE_FIELD, f"The multipart body has no `{FILE_FIELD}` part."
+        )
+    if uploaded.size == 0:
+        raise ApiError(400, LabErrorCode.EMPTY_FILE, "The uploaded file is empty.")
+    return uploaded

@@ -1,0 +1,88 @@
+"""Labs API: upload a lab report, list and read one's uploads, the wide biomarker table."""
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import ListAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from labs import services
+from labs.filters import BiomarkerWideFilter
+from labs.models import BiomarkerWide
+from labs.serializers import (
+    BiomarkerWideSerializer,
+    LabUploadSerializer,
+    UploadAcceptedSerializer,
+)
+from labs.upload import LabErrorCode, install_upload_handlers, lab_file_from_request
+from ops.auth import IsEndUser
+
+SUBMITTED_NOTE = "Stored and forwarded to Terra; biomarkers appear when Terra reports the results."
+
+
+class NewestFirst(CursorPagination):
+    ordering = "-created_at"
+    page_size = 50
+
+
+class NewestDayFirst(CursorPagination):
+    ordering = "-date"
+    page_size = 100
+
+
+class LabUploadView(APIView):
+    permission_classes = [IsEndUser]
+    parser_classes = [MultiPartParser]
+
+    def initialize_request(self, request, *args, **kwargs):
+        install_upload_handlers(request)  # before authentication can touch request.POST
+        return super().initialize_request(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={200: UploadAcceptedSerializer})
+    def post(self, request):
+        upload = services.lab_upload_receive(
+            user=request.user, uploaded=lab_file_from_request(request)
+        )
+        body = {
+            "upload_id": str(upload.pk),
+            "storage_key": upload.storage_key,
+            "terra_status": upload.terra_status,
+        }
+        if upload.terra_status != services.SUBMITTED:
+            message = "Terra did not accept the file; it is stored and can be forwarded again."
+            return Response(
+                {"code": LabErrorCode.TERRA_UPLOAD_FAILED, "message": message, **body}, status=502
+            )
+        return Response({"ok": True, **body, "note": SUBMITTED_NOTE})
+
+
+class LabUploadListView(ListAPIView):
+    permission_classes = [IsEndUser]
+    serializer_class = LabUploadSerializer
+    pagination_class = NewestFirst
+    filter_backends: list = []
+
+    def get_queryset(self):
+        return services.lab_uploads_for(user=self.request.user)
+
+
+class LabUploadDetailView(APIView):
+    permission_classes = [IsEndUser]
+
+    @extend_schema(responses={200: LabUploadSerializer})
+    def get(self, request, upload_id):
+        # Another user's upload is a 404, not a 403: its existence is not disclosed.
+        upload = get_object_or_404(services.lab_uploads_for(user=request.user), pk=upload_id)
+        return Response(LabUploadSerializer(upload).data)
+
+
+class BiomarkerWideView(ListAPIView):
+    permission_classes = [IsEndUser]
+    serializer_class = BiomarkerWideSerializer
+    pagination_class = NewestDayFirst
+    filterset_class = BiomarkerWideFilter
+
+    def get_queryset(self):
+        return BiomarkerWide.objects.filter(user=self.request.user)
