@@ -1,0 +1,219 @@
+"""The consumer: claim raw events, run their normalizer, and move each row through the state
+machine of DESIGN §4 (pending → processed | skipped | parked | retrying → dead).
+
+One consumer run (a django-q2 task for one row) also claims up to BATCH other pending rows, so
+throughput is not capped by the queue's per-task overhead. Claims are compare-and-set updates
+that take a lease (next_attempt_at = now + LEASE) and count the attempt, so two workers never
+normalize the same row at once; on PostgreSQL the batch claim adds FOR UPDATE SKIP LOCKED so
+concurrent consumers take different rows instead of queueing on the same ones.
+
+Steps for one claimed row:
+1. load it and pick its normalizer (registry; "no_normalizer" parks, unknown types are skipped);
+2. in one transaction: normalize, then write the outcome — only if our lease still holds;
+3. if the normalizer raised: roll its writes back, then schedule a retry with exponential
+   backoff, or mark the row dead after MAX_ATTEMPTS.
+"""
+
+import logging
+import time
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from ingest.models import RawEvent, RawEventState, TraceLevel
+from ingest.registry import Normalizer, NormalizeResult, normalizer_for
+from ingest.traces import trace_write
+from ops.request_id import reset_request_id, set_request_id
+
+log = logging.getLogger(__name__)
+
+LEASE = timedelta(minutes=5)
+MAX_ATTEMPTS = 5
+BACKOFF_BASE = timedelta(seconds=30)
+BATCH = 10
+CLAIMABLE = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
+# Types whose normalizer lives in another app (labs registers them in ready()); until it is
+# there, their rows park instead of being skipped as unknown.
+NORMALIZER_EXPECTED = frozenset({"body", "lab_report"})
+NOT_CLAIMED = "not_claimed"
+
+
+class _LostClaim(Exception):
+    """Our lease expired and another consumer took the row: roll back, write nothing."""
+
+
+def backoff(attempts: int) -> timedelta:
+    """Delay before the next try after `attempts` failed ones: 30 s, 1 min, 2 min, 4 min."""
+    return BACKOFF_BASE * (2 ** max(attempts - 1, 0))
+
+
+def _due(now: datetime) -> Q:
+    return Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+
+
+def _claim_one(pk: int, now: datetime) -> datetime | None:
+    lease_until = now + LEASE
+    changed = RawEvent.objects.filter(_due(now), pk=pk, state__in=CLAIMABLE).update(
+        next_attempt_at=lease_until, attempts=F("attempts") + 1
+    )
+    return lease_until if changed == 1 else None
+
+
+def _claim_batch(limit: int, now: datetime) -> tuple[list[int], datetime]:
+    """Claim up to `limit` pending rows (oldest first) in one statement."""
+    lease_until = now + LEASE
+    ops = connection.ops
+    skip_locked = (
+        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    )
+    due = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
+    sql = (
+        "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
+        f"WHERE id IN (SELECT id FROM raw_events WHERE state = %s AND {due} "
+        f"ORDER BY id LIMIT %s{skip_locked}) AND state = %s AND {due} RETURNING id"
+    )
+    stamp = ops.adapt_datetimefield_value(now)
+    params = [
+        ops.adapt_datetimefield_value(lease_until),
+        RawEventState.PENDING.value,
+        stamp,
+        limit,
+        RawEventState.PENDING.value,
+        stamp,
+    ]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ids = sorted(row[0] for row in cursor.fetchall())
+    return ids, lease_until
+
+
+def _normalizer(event_type: str) -> Normalizer:
+    found = normalizer_for(event_type)
+    if found is not None:
+        return found
+    if event_type in NORMALIZER_EXPECTED:
+        return lambda raw_event: NormalizeResult(ok=False, error="no_normalizer")
+    return lambda raw_event: NormalizeResult(ok=True, skipped=f"unknown_type:{event_type}")
+
+
+def _outcome_fields(result: NormalizeResult, now: datetime) -> dict:
+    if result.skipped:
+        return {
+            "state": RawEventState.SKIPPED,
+            "processed_at": now,
+            "process_error": f"skipped:{result.skipped}"[:2000],
+        }
+    if result.ok:
+        return {"state": RawEventState.PROCESSED, "processed_at": now, "process_error": None}
+    return {
+        "state": RawEventState.PARKED,
+        "processed_at": None,
+        "process_error": (result.error or "not_ok")[:2000],
+    }
+
+
+_TRACE_FOR_STATE = {
+    RawEventState.PROCESSED: "normalized",
+    RawEventState.SKIPPED: "skipped",
+    RawEventState.PARKED: "parked",
+}
+
+
+def _process(pk: int, lease_until: datetime, now: datetime) -> str:
+    row = RawEvent.objects.get(pk=pk)
+    token = set_request_id(row.request_id or "-")
+    began = time.perf_counter()
+    try:
+        try:
+            with transaction.atomic():
+                result = _normalizer(row.event_type)(row)
+                fields = _outcome_fields(result, now)
+                changed = RawEvent.objects.filter(pk=pk, next_attempt_at=lease_until).update(
+                    next_attempt_at=None, user_id=row.user_id, **fields
+                )
+                if changed != 1:
+                    raise _LostClaim
+                trace_write(
+                    _TRACE_FOR_STATE[fields["state"]],
+                    raw_event_id=pk,
+                    user_id=row.user_id,
+                    request_id=row.request_id,
+                    duration_ms=round((time.perf_counter() - began) * 1000, 2),
+                    level=TraceLevel.WARNING
+                    if fields["state"] == RawEventState.PARKED
+                    else TraceLevel.INFO,
+                    data={
+                        "type": row.event_type,
+                        "attempt": row.attempts,
+                        "rows": result.rows,
+                        **({"error": fields["process_error"]} if fields["process_error"] else {}),
+                    },
+                )
+            return fields["state"].value
+        except _LostClaim:
+            log.warning("raw event %s: lease lost, another consumer has it", pk)
+            return NOT_CLAIMED
+        except Exception as exc:
+            log.exception("raw event %s: normalizer for %s raised", pk, row.event_type)
+            return _failed(row, exc, lease_until, now)
+    finally:
+        reset_request_id(token)
+
+
+def _failed(row: RawEvent, exc: Exception, lease_until: datetime, now: datetime) -> str:
+    """Retry with backoff, or give up after MAX_ATTEMPTS (the row is then dead: the DLQ)."""
+    error = f"{exc.__class__.__name__}: {exc}"[:2000]
+    dead = row.attempts >= MAX_ATTEMPTS
+    state = RawEventState.DEAD if dead else RawEventState.RETRYING
+    next_at = None if dead else now + backoff(row.attempts)
+    with transaction.atomic():
+        changed = RawEvent.objects.filter(pk=row.pk, next_attempt_at=lease_until).update(
+            state=state, process_error=error, processed_at=None, next_attempt_at=next_at
+        )
+        if changed != 1:
+            return NOT_CLAIMED
+        trace_write(
+            "dead" if dead else "retry_scheduled",
+            raw_event_id=row.pk,
+            request_id=row.request_id,
+            level=TraceLevel.ERROR if dead else TraceLevel.WARNING,
+            data={
+                "type": row.event_type,
+                "attempt": row.attempts,
+                "error": error[:500],
+                **({"next_attempt_at": next_at.isoformat()} if next_at else {}),
+            },
+        )
+    return state.value
+
+
+def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
+    """Claim and normalize one row; returns its new state, or "not_claimed" when it was not
+    claimable (already processed, leased by another consumer, or its backoff is not over) —
+    which makes re-consuming a processed row a no-op."""
+    now = now or timezone.now()
+    lease_until = _claim_one(raw_event_id, now)
+    if lease_until is None:
+        return NOT_CLAIMED
+    return _process(raw_event_id, lease_until, now)
+
+
+def raw_events_consume_batch(
+    raw_event_id: int | None = None, *, batch: int = BATCH, now: datetime | None = None
+) -> dict[str, int]:
+    """The queue task's body: this row, then up to `batch` other pending rows. Returns counts
+    per outcome."""
+    outcomes: dict[str, int] = {}
+
+    def count(outcome: str) -> None:
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    if raw_event_id is not None:
+        count(raw_event_consume(raw_event_id, now=now))
+    if batch > 0:
+        ids, lease_until = _claim_batch(batch, now or timezone.now())
+        for pk in ids:
+            count(_process(pk, lease_until, now or timezone.now()))
+    return outcomes

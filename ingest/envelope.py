@@ -1,0 +1,98 @@
+"""What a verified delivery is about (type, Terra user, reference, provider), read from the raw body
+with a lean JSON parse so a 50 MB delivery never becomes 50 MB worth of Python dicts."""
+
+import json
+from dataclasses import dataclass
+
+# Only objects that carry one of these keys are kept as dicts while parsing; every other object
+# (heart-rate samples, data items…) collapses to one shared marker. The decoder still checks the
+# whole document, but memory stays close to the size of the body.
+_KEPT_KEYS = frozenset(
+    {"type", "user", "new_user", "old_user", "user_id", "provider", "reference_id", "upload_id"}
+)
+LAB_REPORT = "lab_report"
+_LAB_TYPES = frozenset({"lab_report.completed", "lab_report.failed"})
+
+
+class _Collapsed:
+    """A JSON object the webhook does not need to look into."""
+
+    __slots__ = ()
+
+
+_COLLAPSED = _Collapsed()
+
+
+def _keep_or_collapse(pairs: list[tuple[str, object]]):
+    for key, _ in pairs:
+        if key in _KEPT_KEYS:
+            return dict(pairs)
+    return _COLLAPSED
+
+
+class NotAnObject(ValueError):
+    """The body is valid JSON but not an object, or not JSON at all."""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    event_type: str
+    terra_user_id: str
+    reference_id: str
+    provider: str
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def envelope_read(body: bytes) -> Envelope:
+    """Parse `body` (already signature-checked) and name the event. Raises NotAnObject."""
+    try:
+        doc = json.loads(body, object_pairs_hook=_keep_or_collapse)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise NotAnObject(str(exc)) from None
+    if isinstance(doc, _Collapsed):
+        return Envelope("unknown", "", "", "")
+    if not isinstance(doc, dict):
+        raise NotAnObject(f"expected a JSON object, got {type(doc).__name__}")
+    return envelope_from_dict(doc)
+
+
+def envelope_from_dict(doc: dict) -> Envelope:
+    """Same as envelope_read for an already-parsed payload (replays, the simulator)."""
+    raw_type = doc.get("type")
+    if _is_lab_report(doc, raw_type):
+        return Envelope(LAB_REPORT, "", _lab_reference(doc), "")
+    user = doc.get("user") if isinstance(doc.get("user"), dict) else None
+    if user is None and isinstance(doc.get("new_user"), dict):
+        user = doc["new_user"]  # user_reauth: the row belongs to the id that stays
+    user = user or {}
+    return Envelope(
+        event_type=_text(raw_type)[:64] or "unknown",
+        terra_user_id=_text(user.get("user_id"))[:64],
+        reference_id=(_text(user.get("reference_id")) or _text(doc.get("reference_id")))[:255],
+        provider=_text(user.get("provider"))[:64],
+    )
+
+
+def _is_lab_report(doc: dict, raw_type) -> bool:
+    if raw_type in _LAB_TYPES:
+        return True
+    # Terra's oldest lab shape: no type, a string upload_id and a list of data.
+    return raw_type is None and isinstance(doc.get("upload_id"), str) and _is_list(doc.get("data"))
+
+
+def _is_list(value) -> bool:
+    return isinstance(value, list)
+
+
+def _lab_reference(doc: dict) -> str:
+    """The upload id: the only correlator between our upload and Terra's answer. A
+    lab_report.failed may come without a top-level upload_id; then data.upload_id, then
+    data.reference_id (what Terra echoes back from the upload form)."""
+    data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
+    for value in (doc.get("upload_id"), data.get("upload_id"), data.get("reference_id")):
+        if isinstance(value, str) and value:
+            return value[:255]
+    return ""

@@ -1,0 +1,302 @@
+"""Writes for raw events: record a verified delivery, enqueue it, replay and drain stuck rows.
+
+The webhook, the admin, the operator API and the commands all go through these functions; their
+keyword-only signatures are a contract (DESIGN §4), keep them stable.
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+
+from ingest.envelope import Envelope, NotAnObject, envelope_from_dict, envelope_read
+from ingest.models import RawEvent, RawEventState, TraceLevel
+from ingest.signature import signature_header, signature_verify
+from ingest.traces import trace_write
+from ops.errors import ErrorCode
+from ops.request_id import get_request_id
+from ops.services import audit_log_write
+
+log = logging.getLogger(__name__)
+
+CONSUME_TASK = "ingest.tasks.consume_raw_event"
+NO_CONNECTION = "no_connection_for_terra_user"
+DRAIN_WINDOW = timedelta(hours=24)
+DRAIN_MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What raw_event_record did: a new row, or a duplicate of one already stored."""
+
+    raw_event_id: int | None
+    event_type: str
+    duplicate: bool
+
+
+def _raw_json(text: str):
+    """Store the body's own text as the payload (no re-serialization of a parsed copy)."""
+    if connection.vendor == "postgresql":
+        return RawSQL("%s::jsonb", (text,))
+    return RawSQL("%s", (text,))
+
+
+class DeliveryRejected(Exception):
+    """The delivery is refused: `status` and `code` for the answer, `reason` for signatures."""
+
+    def __init__(self, status: int, code: str, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.reason = reason
+
+
+def raw_event_record(
+    *, body: bytes, headers, request_id: str = "", now: float | None = None
+) -> Recorded:
+    """Verify one Terra delivery, insert it and enqueue it after commit.
+
+    The signature is checked before the body is parsed (DeliveryRejected 401 invalid_signature
+    with the reason), then a verified body that is not a JSON object is refused (400
+    invalid_json). A byte-identical redelivery of the same (type, Terra user) hits the
+    raw_events_dedup constraint and comes back as a duplicate with nothing enqueued. Database
+    faults (OperationalError…) propagate: the webhook answers 503 so Terra retries."""
+    verdict = signature_verify(header=signature_header(headers), body=body, now=now)
+    if not verdict.ok:
+        raise DeliveryRejected(
+            401, ErrorCode.INVALID_SIGNATURE, "The Terra signature is not valid.", verdict.reason
+        )
+    try:
+        envelope = envelope_read(body)
+    except NotAnObject as exc:
+        raise DeliveryRejected(
+            400, ErrorCode.INVALID_JSON, f"The body is not a JSON object: {exc}"[:300]
+        ) from None
+    return _insert(body=body, envelope=envelope, request_id=request_id)
+
+
+def _insert(*, body: bytes, envelope: Envelope, request_id: str) -> Recorded:
+    dedup_key = hashlib.sha256(body).hexdigest()
+    try:
+        with transaction.atomic():
+            row = RawEvent.objects.create(
+                event_type=envelope.event_type,
+                terra_user_id=envelope.terra_user_id,
+                reference_id=envelope.reference_id,
+                provider=envelope.provider,
+                payload=_raw_json(body.decode("utf-8")),
+                signature_verified=True,
+                dedup_key=dedup_key,
+                request_id=request_id,
+            )
+            row.payload = None  # drop the body's text now, not when the response is gone
+            trace_write(
+                "webhook_received",
+                raw_event_id=row.pk,
+                request_id=request_id,
+                data={"type": envelope.event_type, "bytes": len(body)},
+            )
+            raw_event_enqueue(raw_event_id=row.pk, request_id=request_id)
+    except IntegrityError:
+        return Recorded(None, envelope.event_type, duplicate=True)
+    return Recorded(row.pk, envelope.event_type, duplicate=False)
+
+
+def raw_event_create(*, payload: dict, request_id: str = "") -> RawEvent:
+    """Insert a row from an already-parsed payload (tests, the drain's tools); no enqueue."""
+    import json
+
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    envelope = envelope_from_dict(payload)
+    return RawEvent.objects.create(
+        event_type=envelope.event_type,
+        terra_user_id=envelope.terra_user_id,
+        reference_id=envelope.reference_id,
+        provider=envelope.provider,
+        payload=payload,
+        signature_verified=False,
+        dedup_key=hashlib.sha256(body).hexdigest(),
+        request_id=request_id,
+    )
+
+
+def raw_event_enqueue(*, raw_event_id: int, request_id: str = "") -> None:
+    """Publish the consume task once the surrounding transaction commits (a worker must find
+    the row). A failed publish is logged and traced; the row stays pending for the drain."""
+    transaction.on_commit(lambda: queue_publish(raw_event_id, request_id=request_id))
+
+
+_broker = None
+
+
+def _get_broker():
+    # One broker per process: django-q2 builds a new one (a new Redis pool) for every task.
+    global _broker
+    if _broker is None:
+        from django_q.brokers import get_broker
+
+        _broker = get_broker()
+    return _broker
+
+
+def queue_publish(raw_event_id: int, *, request_id: str = "") -> bool:
+    """Hand one row to django-q2 now. Returns False (and traces why) when that fails."""
+    from django_q.tasks import async_task
+
+    try:
+        async_task(
+            CONSUME_TASK,
+            raw_event_id,
+            broker=_get_broker(),
+            save=False,  # failures are still saved; successes would only bloat the task table
+            task_name=f"consume-{raw_event_id}",
+        )
+    except Exception as exc:
+        log.exception("could not enqueue raw event %s", raw_event_id)
+        trace_write(
+            "queue_publish_failed",
+            raw_event_id=raw_event_id,
+            request_id=request_id,
+            level=TraceLevel.ERROR,
+            data={"error": f"{exc.__class__.__name__}: {exc}"[:500]},
+        )
+        return False
+    trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
+    return True
+
+
+def _reset_to_pending(ids: list[int]) -> int:
+    return RawEvent.objects.filter(pk__in=ids).update(
+        state=RawEventState.PENDING,
+        processed_at=None,
+        process_error=None,
+        next_attempt_at=None,
+        attempts=0,
+    )
+
+
+def raw_events_replay(*, ids: list[int], request=None, actor: str | None = None) -> int:
+    """Re-run rows whatever their state (operator action): reset each to pending with a fresh
+    attempt budget, enqueue after commit, and write one audit row. Normalizers are replay-safe,
+    so replaying a processed row converges to the same tables. Returns how many rows exist."""
+    ids = sorted({int(i) for i in ids})
+    with transaction.atomic():
+        found = list(RawEvent.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        _reset_to_pending(found)
+        for pk in found:
+            raw_event_enqueue(raw_event_id=pk, request_id=get_request_id())
+        audit_log_write(
+            action="raw_events.replay",
+            resource=f"raw_events:{','.join(map(str, found[:50]))}",
+            request=request,
+            actor=actor,
+            metadata={"requested": len(ids), "replayed": len(found), "ids": found[:500]},
+        )
+    return len(found)
+
+
+@dataclass
+class DrainResult:
+    """What one drain run picked up and, with inline=True, how each row ended (`outcomes` maps a
+    RawEventState value or "not_claimed" to a count)."""
+
+    selected: int = 0
+    enqueued: int = 0
+    ids: list[int] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "selected": self.selected,
+            "enqueued": self.enqueued,
+            "ids": self.ids,
+            "outcomes": self.outcomes,
+        }
+
+
+def drain_candidates(
+    *, include_skipped: bool = False, include_no_connection: bool = False, now=None
+):
+    """Rows the drain may pick up (DESIGN §4): received in the last 24 h and unprocessed
+    (pending or parked, not leased by a consumer right now), excluding rows parked for want of a
+    connection (the auth normalizer re-enqueues those) unless asked; plus retrying rows whose
+    backoff is over, whatever their age; plus skipped rows of the last 24 h when asked."""
+    now = now or timezone.now()
+    not_leased = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    recent = Q(received_at__gte=now - DRAIN_WINDOW)
+    waiting = Q(state__in=[RawEventState.PENDING, RawEventState.PARKED]) & recent & not_leased
+    if not include_no_connection:
+        waiting &= ~Q(state=RawEventState.PARKED, process_error=NO_CONNECTION)
+    wanted = waiting | (Q(state=RawEventState.RETRYING) & not_leased)
+    if include_skipped:
+        wanted |= Q(state=RawEventState.SKIPPED) & recent
+    return RawEvent.objects.filter(wanted).order_by("received_at", "pk")
+
+
+def raw_events_drain(
+    *,
+    limit: int = 50,
+    include_skipped: bool = False,
+    include_no_connection: bool = False,
+    inline: bool = False,
+    request=None,
+    actor: str | None = None,
+) -> DrainResult:
+    """Pick up to `limit` (1…100) stuck rows and enqueue them — or, with inline=True, consume
+    them in this process and count outcomes. Skipped rows it selects are reset to pending first.
+    Writes an audit row when an operator (request/actor) asked for it."""
+    from ingest.consumer import raw_event_consume
+
+    limit = max(1, min(int(limit), DRAIN_MAX_LIMIT))
+    rows = list(
+        drain_candidates(
+            include_skipped=include_skipped, include_no_connection=include_no_connection
+        ).values_list("pk", "state")[:limit]
+    )
+    result = DrainResult(selected=len(rows), ids=[pk for pk, _ in rows])
+    skipped = [pk for pk, state in rows if state == RawEventState.SKIPPED]
+    if skipped:
+        _reset_to_pending(skipped)
+    if inline:
+        for pk in result.ids:
+            outcome = raw_event_consume(pk)
+            result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
+    else:
+        for pk in result.ids:
+            result.enqueued += queue_publish(pk, request_id=get_request_id())
+    if request is not None or actor is not None:
+        audit_log_write(
+            action="raw_events.drain",
+            resource="raw_events",
+            request=request,
+            actor=actor,
+            metadata={
+                "limit": limit,
+                "include_skipped": include_skipped,
+                "include_no_connection": include_no_connection,
+                **result.as_dict(),
+                "ids": result.ids[:500],
+            },
+        )
+    return result
+
+
+def raw_events_requeue_for_terra_user(*, terra_user_id: str) -> int:
+    """A connection for this Terra user now exists: give its rows parked for want of one
+    another go at once (after commit). Returns how many were re-enqueued."""
+    ids = list(
+        RawEvent.objects.filter(
+            terra_user_id=terra_user_id, state=RawEventState.PARKED, process_error=NO_CONNECTION
+        ).values_list("pk", flat=True)
+    )
+    if ids:
+        _reset_to_pending(ids)
+        for pk in ids:
+            raw_event_enqueue(raw_event_id=pk, request_id=get_request_id())
+    return len(ids)

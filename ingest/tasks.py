@@ -1,0 +1,8 @@
+"""django-q2 task entry points for ingest (the names are what the queue stores: keep them)."""
+
+from ingest.consumer import raw_events_consume_batch
+
+
+def consume_raw_event(raw_event_id: int) -> dict[str, int]:
+    """Normalize one raw event, plus up to 10 other pending rows while we are here."""
+    return raw_events_consume_batch(raw_event_id)
