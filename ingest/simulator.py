@@ -1,0 +1,187 @@
+"""The built-in Terra simulator (demo mode): an httpx transport that answers the Terra API calls
+our client makes and, like Terra, delivers the data later as signed webhooks posted to
+TERRA_DEMO_WEBHOOK_URL from a background thread.
+
+- GET  /v2/{daily,sleep,activity,body}  backfill → answers at once, then posts one delivery per
+  requested day;
+- POST /v2/auth/generateWidgetSession   → a widget URL, then an auth delivery as if the user had
+  connected a wearable in the widget;
+- GET  /v2/subscriptions               → the connections we know;
+- POST /v2/lab-reports                 → {"upload_id"}, then a lab_report.completed delivery.
+"""
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from datetime import date, timedelta
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+
+from ingest import demo_payloads
+from ingest.signature import signature_header_value
+
+log = logging.getLogger(__name__)
+
+MAX_BACKFILL_DAYS = 120
+# Terra answers a backfill at once and delivers later; the delay keeps the demo honest about it.
+DELIVERY_DELAY_SECONDS = 0.5
+_BACKFILL_PATH = re.compile(r"^/v2/(daily|sleep|activity|body)$")
+_FORM_REFERENCE = re.compile(rb'name="reference_id"\r\n\r\n([^\r]*)\r\n')
+
+
+def webhook_post(
+    client: httpx.Client, url: str, payload: dict, *, secret: str | None = None
+) -> httpx.Response:
+    """Sign `payload` the way Terra does and POST it; returns the answer."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    secret = secret if secret is not None else settings.TERRA_WEBHOOK_SECRETS[0]
+    headers = {
+        "Content-Type": "application/json",
+        "terra-signature": signature_header_value(body, secret=secret),
+    }
+    return client.post(url, content=body, headers=headers)
+
+
+def _deliver_later(payloads: list[dict]) -> None:
+    """Post `payloads` to the demo webhook URL from a daemon thread (Terra is asynchronous)."""
+    if not payloads or not settings.TERRA_WEBHOOK_SECRETS:
+        return
+    url = settings.TERRA_DEMO_WEBHOOK_URL
+    secret = settings.TERRA_WEBHOOK_SECRETS[0]
+
+    def run():
+        time.sleep(DELIVERY_DELAY_SECONDS)
+        with httpx.Client(timeout=30) as client:
+            for payload in payloads:
+                try:
+                    webhook_post(client, url, payload, secret=secret)
+                except httpx.HTTPError as exc:
+                    log.warning("simulator: delivery to %s failed: %s", url, exc)
+                    return
+
+    threading.Thread(target=run, name="terra-simulator", daemon=True).start()
+
+
+def _reference_for(terra_user_id: str) -> tuple[str, str]:
+    """(reference_id, provider) we hold for this Terra user id, so backfilled data names its
+    user the way Terra would."""
+    from ingest.models import TerraConnection
+
+    row = (
+        TerraConnection.objects.filter(terra_user_id=terra_user_id)
+        .values_list("reference_id", "provider")
+        .first()
+    )
+    if row is None:
+        return "", demo_payloads.DEFAULT_PROVIDER
+    return row[0] or "", row[1] or demo_payloads.DEFAULT_PROVIDER
+
+
+def _days(request: httpx.Request) -> list[date]:
+    params = request.url.params
+    try:
+        end = date.fromisoformat(params.get("end_date") or timezone.now().date().isoformat())
+        start = date.fromisoformat(params.get("start_date") or end.isoformat())
+    except ValueError:
+        return []
+    count = min((end - start).days, MAX_BACKFILL_DAYS)
+    return [end - timedelta(days=offset) for offset in range(count, -1, -1)]
+
+
+def _backfill(request: httpx.Request, data_type: str) -> httpx.Response:
+    terra_user_id = request.url.params.get("user_id", "")
+    if not terra_user_id:
+        return httpx.Response(400, json={"status": "error", "message": "user_id is required"})
+    reference_id, provider = _reference_for(terra_user_id)
+    days = _days(request)
+    payloads = [
+        demo_payloads.data_payload(
+            data_type, reference_id, day, provider=provider, terra_user_id=terra_user_id
+        )
+        for day in days
+    ]
+    if request.url.params.get("to_webhook", "true") != "false":
+        _deliver_later(payloads)
+    return httpx.Response(
+        200,
+        json={
+            "status": "success",
+            "type": data_type,
+            "message": f"{len(payloads)} payloads will be sent to your webhook",
+            "reference": str(uuid.uuid4()),
+        },
+    )
+
+
+def _widget_session(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content or b"{}")
+    reference_id = str(body.get("reference_id") or "demo")
+    provider = str(body.get("providers") or demo_payloads.DEFAULT_PROVIDER).split(",")[0]
+    session_id = str(uuid.uuid4())
+    _deliver_later([demo_payloads.auth_payload(reference_id, provider=provider.upper())])
+    return httpx.Response(
+        200,
+        json={
+            "status": "success",
+            "session_id": session_id,
+            "url": f"https://widget.tryterra.co/session/{session_id}?demo=1",
+            "expires_in": 900,
+        },
+    )
+
+
+def _subscriptions(request: httpx.Request) -> httpx.Response:
+    from ingest.models import TerraConnection
+
+    users = [
+        {
+            "user_id": c.terra_user_id,
+            "provider": c.provider,
+            "reference_id": c.reference_id,
+            "scopes": c.scopes,
+            "active": c.deactivated_at is None,
+            "last_webhook_update": None,
+        }
+        for c in TerraConnection.objects.order_by("id")[:1000]
+    ]
+    return httpx.Response(200, json={"status": "success", "users": users})
+
+
+def _lab_report(request: httpx.Request) -> httpx.Response:
+    content = request.read()
+    if b'name="files"' not in content:
+        return httpx.Response(400, json={"status": "error", "message": "No Files Provided"})
+    match = _FORM_REFERENCE.search(content)
+    reference_id = match.group(1).decode(errors="replace") if match else ""
+    upload_id = f"upl_{uuid.uuid4().hex[:12]}"
+    _deliver_later(
+        [
+            demo_payloads.lab_report_payload(
+                upload_id=upload_id, reference_id=reference_id, report_date=timezone.now().date()
+            )
+        ]
+    )
+    return httpx.Response(200, json={"upload_id": upload_id, "current_status": "processing"})
+
+
+def simulator_handler(request: httpx.Request) -> httpx.Response:
+    path = request.url.path
+    match = _BACKFILL_PATH.match(path)
+    if request.method == "GET" and match:
+        return _backfill(request, match.group(1))
+    if request.method == "POST" and path == "/v2/auth/generateWidgetSession":
+        return _widget_session(request)
+    if request.method == "GET" and path == "/v2/subscriptions":
+        return _subscriptions(request)
+    if request.method == "POST" and path == "/v2/lab-reports":
+        return _lab_report(request)
+    return httpx.Response(404, json={"status": "error", "message": f"simulator: no {path}"})
+
+
+def simulator_transport() -> httpx.MockTransport:
+    return httpx.MockTransport(simulator_handler)
