@@ -1,6 +1,14 @@
+"""App config: imports workflow definitions once Django is ready."""
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
+
+    def ready(self):
+        from workflows.authoring import autodiscover
+
+        autodiscover(list(getattr(settings, "WORKFLOWS_MODULES", [])))

@@ -1,0 +1,34 @@
+"""Fixtures for the engine's tests: the sample workflows, a harness, and postgres_only skips."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+import tests.workflows.sample_workflows  # noqa: F401 - registers the sample workflows
+from workflows.testing import WorkflowHarness
+
+START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("postgres_only"):
+            item.add_marker(pytest.mark.usefixtures("_skip_unless_postgres"))
+
+
+@pytest.fixture
+def _skip_unless_postgres(django_db_blocker):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (real runner processes, SKIP LOCKED)")
+
+
+@pytest.fixture(autouse=True)
+def _no_wake_tasks(settings):
+    settings.WORKFLOWS_WAKE_TASKS = False
+
+
+@pytest.fixture
+def harness(db):
+    with WorkflowHarness(start=START) as h:
+        yield h

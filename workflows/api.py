@@ -1,0 +1,62 @@
+"""The programmatic API: get_workflow(name).create(...), .create_batch([...]), .get(id), and
+instance handles with status/pause/resume/terminate/restart/send_event."""
+
+from workflows import selectors, services
+from workflows.authoring import registry
+from workflows.models import WorkflowInstance
+
+
+class InstanceHandle:
+    def __init__(self, workflow_name: str, instance_id: str):
+        self.workflow_name = workflow_name
+        self.id = instance_id
+
+    def __repr__(self):
+        return f"<InstanceHandle {self.workflow_name}/{self.id}>"
+
+    def _row(self) -> WorkflowInstance:
+        return selectors.instance_get(workflow_name=self.workflow_name, instance_id=self.id)
+
+    def status(self) -> dict:
+        return services.instance_status(instance=self._row())
+
+    def pause(self) -> None:
+        services.instance_pause(instance=self._row())
+
+    def resume(self) -> None:
+        services.instance_resume(instance=self._row())
+
+    def terminate(self) -> None:
+        services.instance_terminate(instance=self._row())
+
+    def restart(self) -> None:
+        services.instance_restart(instance=self._row())
+
+    def send_event(self, type: str, payload=None) -> None:  # noqa: A002
+        services.instance_send_event(instance=self._row(), type=type, payload=payload)
+
+
+class WorkflowHandle:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"<WorkflowHandle {self.name}>"
+
+    def create(self, id: str | None = None, params=None) -> InstanceHandle:  # noqa: A002
+        row = services.instance_create(workflow_name=self.name, instance_id=id, params=params)
+        return InstanceHandle(self.name, row.instance_id)
+
+    def create_batch(self, items: list[dict]) -> list[InstanceHandle]:
+        rows = services.instance_create_batch(workflow_name=self.name, items=items)
+        return [InstanceHandle(self.name, row.instance_id) for row in rows]
+
+    def get(self, id: str) -> InstanceHandle:  # noqa: A002
+        row = selectors.instance_get(workflow_name=self.name, instance_id=id)
+        return InstanceHandle(self.name, row.instance_id)
+
+
+def get_workflow(name: str) -> WorkflowHandle:
+    """A handle on a registered workflow; raises WorkflowNotFound."""
+    registry.require(name)
+    return WorkflowHandle(name)

@@ -1,0 +1,196 @@
+"""Pure decisions: given stored state and the time, what happens next. No database, no clock.
+
+The runner and the services load rows, ask these functions, and apply the answer.
+"""
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from workflows import durations
+from workflows.errors import InstanceTerminal, InvalidStep
+from workflows.models import TERMINAL_STATUSES, Status, StepStatus
+
+DEFAULT_RETRY_LIMIT = 5
+DEFAULT_RETRY_DELAY_MS = 10_000
+DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
+BACKOFFS = ("constant", "linear", "exponential")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    limit: float = DEFAULT_RETRY_LIMIT  # retries after the first attempt; may be math.inf
+    delay_ms: int = DEFAULT_RETRY_DELAY_MS
+    backoff: str = "exponential"
+    max_delay_ms: int | None = None
+
+    @property
+    def max_attempts(self) -> float:
+        return self.limit + 1
+
+
+def retry_policy(raw: dict | None) -> RetryPolicy:
+    """Validate the `retries=` option of step.do; unknown keys are mistakes, not ignored."""
+    if raw is None:
+        return RetryPolicy()
+    if not isinstance(raw, dict):
+        raise InvalidStep(f"retries must be a dict, got {type(raw).__name__}")
+    unknown = set(raw) - {"limit", "delay", "backoff", "max_delay"}
+    if unknown:
+        raise InvalidStep(f"unknown retries option(s): {sorted(unknown)}")
+    limit = raw.get("limit", DEFAULT_RETRY_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or limit < 0:
+        raise InvalidStep(f"retries.limit must be a number ≥ 0 or math.inf, got {limit!r}")
+    if isinstance(limit, float) and not math.isinf(limit):
+        limit = int(limit)
+    backoff = raw.get("backoff", "exponential")
+    if backoff not in BACKOFFS:
+        raise InvalidStep(f"retries.backoff must be one of {BACKOFFS}, got {backoff!r}")
+    max_delay = raw.get("max_delay")
+    return RetryPolicy(
+        limit=limit,
+        delay_ms=durations.to_ms(raw.get("delay", DEFAULT_RETRY_DELAY_MS)),
+        backoff=backoff,
+        max_delay_ms=None if max_delay is None else durations.to_ms(max_delay),
+    )
+
+
+def retry_delay_ms(policy: RetryPolicy, attempt: int) -> int:
+    """Delay after failed attempt number `attempt` (1-based): delay · {1, n, 2^(n−1)}."""
+    if policy.backoff == "constant":
+        delay = policy.delay_ms
+    elif policy.backoff == "linear":
+        delay = policy.delay_ms * attempt
+    else:
+        delay = policy.delay_ms * 2 ** min(attempt - 1, 60)
+    if policy.max_delay_ms is not None:
+        delay = min(delay, policy.max_delay_ms)
+    return delay
+
+
+@dataclass(frozen=True)
+class RetryAt:
+    at: datetime
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    pass
+
+
+def after_failure(
+    policy: RetryPolicy, *, attempt: int, now: datetime, non_retryable: bool
+) -> RetryAt | GiveUp:
+    if non_retryable or attempt >= policy.max_attempts:
+        return GiveUp()
+    return RetryAt(now + timedelta(milliseconds=retry_delay_ms(policy, attempt)))
+
+
+@dataclass
+class StepState:
+    """The stored state of one step, as the runner keeps it in memory during an execution."""
+
+    name: str
+    type: str
+    status: str
+    attempts: int = 0
+    max_attempts: float | None = None
+    timeout_ms: int | None = None
+    next_retry_at: datetime | None = None
+    wake_at: datetime | None = None
+    wait_event_type: str = ""
+    result: object = None
+    error: dict | None = None
+    pk: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    dirty: set = field(default_factory=set)
+
+
+# What step.do should do with a step, given its stored state.
+@dataclass(frozen=True)
+class ReturnCached:
+    result: object
+
+
+@dataclass(frozen=True)
+class RaiseCached:
+    error: dict
+
+
+@dataclass(frozen=True)
+class SuspendUntil:
+    at: datetime
+
+
+@dataclass(frozen=True)
+class StartAttempt:
+    attempt: int
+
+
+def do_action(state: StepState | None, now: datetime):
+    if state is None:
+        return StartAttempt(1)
+    if state.status == StepStatus.COMPLETE:
+        return ReturnCached(state.result)
+    if state.status == StepStatus.ERRORED:
+        return RaiseCached(state.error or {"name": "Error", "message": ""})
+    if state.status == StepStatus.RETRYING and state.next_retry_at and state.next_retry_at > now:
+        return SuspendUntil(state.next_retry_at)
+    # RETRYING and due, or RUNNING: the previous attempt failed or its runner died mid-attempt.
+    return StartAttempt(state.attempts + 1)
+
+
+def sleep_due(wake_at: datetime, now: datetime) -> bool:
+    return wake_at <= now
+
+
+WAIT_TIMEOUT_MIN_MS = 1000
+WAIT_TIMEOUT_MAX_MS = 365 * 86_400_000
+
+
+def wait_timeout_ms(raw) -> int:
+    ms = durations.to_ms(raw)
+    if not WAIT_TIMEOUT_MIN_MS <= ms <= WAIT_TIMEOUT_MAX_MS:
+        raise InvalidStep(f"wait_for_event timeout must be 1 second … 365 days, got {raw!r}")
+    return ms
+
+
+# What a runner may write at a step boundary, given the instance's status when it checks.
+PROCEED = "proceed"  # write everything and go on
+KEEP_AND_STOP = "keep_and_stop"  # paused: keep finished results, start nothing new
+DISCARD = "discard"  # terminated, completed elsewhere, restarted: write nothing
+
+
+def boundary_permission(status: str) -> str:
+    if status == Status.ACTIVE:
+        return PROCEED
+    if status == Status.PAUSED:
+        return KEEP_AND_STOP
+    return DISCARD
+
+
+def is_terminal(status: str) -> bool:
+    return status in TERMINAL_STATUSES
+
+
+def check_pausable(status: str) -> bool:
+    """True when pause changes something; raises on terminal instances."""
+    if is_terminal(status):
+        raise InstanceTerminal(f"cannot pause an instance that is {status}")
+    return status != Status.PAUSED
+
+
+def check_terminable(status: str) -> None:
+    if is_terminal(status):
+        raise InstanceTerminal(f"cannot terminate an instance that is {status}")
+
+
+def check_event_accepted(status: str) -> None:
+    if is_terminal(status):
+        raise InstanceTerminal(f"cannot send an event to an instance that is {status}")
+
+
+def resume_applies(status: str) -> bool:
+    """Resume only changes a paused instance; on anything else it does nothing."""
+    return status == Status.PAUSED

@@ -1,0 +1,121 @@
+"""Engine errors: every refusal is a WorkflowError with a stable `code` and an HTTP `status` hint.
+
+WorkflowError derives from ops.errors.ApiError, so the shared DRF exception handler renders it as
+`{"code", "message"}` with `status` and callers outside HTTP can simply catch WorkflowError.
+"""
+
+from ops.errors import ApiError
+
+
+class WorkflowError(ApiError):
+    code = "workflow_error"
+    status = 400
+
+    def __init__(self, message: str, **extra):
+        super().__init__(self.status, self.code, message, **extra)
+
+
+class WorkflowNotFound(WorkflowError):
+    code = "workflow_not_found"
+    status = 404
+
+
+class VersionNotFound(WorkflowError):
+    code = "version_not_found"
+    status = 404
+
+
+class NoActiveDeployment(WorkflowError):
+    code = "no_active_deployment"
+    status = 409
+
+
+class InstanceNotFound(WorkflowError):
+    code = "instance_not_found"
+    status = 404
+
+
+class InstanceIdAlreadyExists(WorkflowError):
+    code = "instance_id_already_exists"
+    status = 409
+
+
+class InvalidInstanceId(WorkflowError):
+    code = "invalid_instance_id"
+    status = 400
+
+
+class InvalidEventType(WorkflowError):
+    code = "invalid_event_type"
+    status = 400
+
+
+class InstanceTerminal(WorkflowError):
+    code = "instance_terminal"
+    status = 409
+
+
+class InvalidPayload(WorkflowError):
+    """Params, event payloads or step results that are not JSON or exceed 1 MiB."""
+
+    code = "invalid_payload"
+    status = 400
+
+
+class InvalidDuration(WorkflowError):
+    code = "invalid_duration"
+    status = 400
+
+
+class InvalidStep(WorkflowError):
+    """Authoring mistakes found while running: bad step names, options, too many steps."""
+
+    code = "invalid_step"
+    status = 400
+
+
+class InvalidWorkflowDefinition(WorkflowError):
+    code = "invalid_workflow"
+    status = 400
+
+
+class NonRetryableError(Exception):
+    """Raise inside a step callback to fail the step at once, without retries."""
+
+
+class WaitForEventTimeout(Exception):  # noqa: N818 - public name fixed by the spec
+    """Raised by step.wait_for_event when no event arrived in time; workflows may catch it."""
+
+
+class StepFailed(Exception):  # noqa: N818
+    """A step whose retries ran out, replayed from storage: carries the original error's name."""
+
+    def __init__(self, step_name: str, error_name: str, message: str):
+        super().__init__(message)
+        self.step_name = step_name
+        self.error_name = error_name
+
+
+class StepTimeout(Exception):  # noqa: N818
+    """An attempt ran past its timeout; its late result is discarded."""
+
+
+ALL_CODES = sorted(
+    {
+        cls.code
+        for cls in (
+            WorkflowNotFound,
+            VersionNotFound,
+            NoActiveDeployment,
+            InstanceNotFound,
+            InstanceIdAlreadyExists,
+            InvalidInstanceId,
+            InvalidEventType,
+            InstanceTerminal,
+            InvalidPayload,
+            InvalidDuration,
+            InvalidStep,
+            InvalidWorkflowDefinition,
+        )
+    }
+)

@@ -1,0 +1,55 @@
+"""Input limits (ids, names, sizes) checked before anything is stored, as clear errors."""
+
+import json
+
+from workflows.authoring import NAME_PATTERN
+from workflows.errors import InvalidEventType, InvalidInstanceId, InvalidPayload, InvalidStep
+
+ID_MAX = 100
+EVENT_TYPE_MAX = 100
+STEP_NAME_MAX = 256
+JSON_MAX_BYTES = 1024 * 1024
+LOG_MESSAGE_MAX = 2048
+STEPS_PER_RUN_MAX = 1024  # sleeps are not counted
+
+
+def check_instance_id(value) -> str:
+    if not isinstance(value, str) or len(value) > ID_MAX or not NAME_PATTERN.match(value):
+        raise InvalidInstanceId(
+            f"instance id must match {NAME_PATTERN.pattern} and be ≤ {ID_MAX} chars, got {value!r}"
+        )
+    return value
+
+
+def check_event_type(value) -> str:
+    if not isinstance(value, str) or len(value) > EVENT_TYPE_MAX or not NAME_PATTERN.match(value):
+        raise InvalidEventType(
+            f"event type must match {NAME_PATTERN.pattern} and be ≤ {EVENT_TYPE_MAX} chars, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def check_step_name(value) -> str:
+    if not isinstance(value, str) or not value or len(value) > STEP_NAME_MAX:
+        raise InvalidStep(f"step name must be a non-empty string ≤ {STEP_NAME_MAX} chars")
+    return value
+
+
+def check_json(value, *, what: str):
+    """Return `value` when it is JSON-serializable and ≤ 1 MiB encoded, else InvalidPayload."""
+    try:
+        encoded = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{what} is not JSON-serializable: {exc}") from None
+    if len(encoded.encode()) > JSON_MAX_BYTES:
+        raise InvalidPayload(f"{what} exceeds 1 MiB of JSON")
+    return value
+
+
+def check_log_message(value) -> str:
+    if not isinstance(value, str):
+        raise InvalidStep("log message must be a string")
+    if len(value) > LOG_MESSAGE_MAX:
+        raise InvalidStep(f"log message exceeds {LOG_MESSAGE_MAX} chars")
+    return value

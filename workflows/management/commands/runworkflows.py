@@ -1,0 +1,66 @@
+"""manage.py runworkflows: a long-running workflow runner (any number may run at once).
+
+Loop, per worker thread:
+  1. stop if SIGTERM/SIGINT arrived (the current task was finished first);
+  2. claim one due task (lease + fencing token) and run it to its next boundary;
+  3. if nothing was due: with --once, exit; else sleep until the next task falls due,
+     at most --poll seconds, and go to 1.
+"""
+
+import signal
+import threading
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand
+from django.db import connections
+
+from workflows import runtime
+from workflows.runner import default_owner, next_due_at, run_one
+
+
+class Command(BaseCommand):
+    help = "Run due workflow tasks until stopped (SIGTERM/SIGINT finish the current task first)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--concurrency", type=int, default=1, help="worker threads")
+        parser.add_argument("--poll", type=float, default=1.0, help="max idle sleep, seconds")
+        parser.add_argument("--once", action="store_true", help="exit when nothing is due")
+
+    def handle(self, *args, concurrency: int, poll: float, once: bool, **options):
+        self.stopping = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        owner = default_owner()
+        workers = [
+            threading.Thread(target=self._work, args=(f"{owner}/{n}", poll, once), daemon=True)
+            for n in range(max(1, concurrency))
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            while worker.is_alive():  # join in slices so signals are handled promptly
+                worker.join(0.2)
+        self.stdout.write(f"runworkflows {owner}: stopped")
+
+    def _stop(self, signum, frame):
+        self.stopping.set()
+
+    def _work(self, owner: str, poll: float, once: bool) -> None:
+        try:
+            while not self.stopping.is_set():
+                if run_one(owner=owner) is not None:
+                    continue
+                if once:
+                    return
+                self.stopping.wait(_idle_seconds(poll))
+        finally:
+            connections.close_all()
+
+
+def _idle_seconds(poll: float) -> float:
+    """Sleep until the next task is due, but never longer than --poll."""
+    due = next_due_at()
+    if due is None:
+        return poll
+    wait = (due - runtime.now()) / timedelta(seconds=1)
+    return min(poll, max(0.01, wait))

@@ -1,0 +1,220 @@
+"""Storage for the engine: instances, their steps, events, the durable task queue, logs, and the
+active-version pointer per workflow. Timestamps are written from workflows.runtime, never
+auto_now, so tests control time."""
+
+from django.db import models
+from django.db.models import Q
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    WAITING = "waiting"
+    PAUSED = "paused"
+    ERRORED = "errored"
+    TERMINATED = "terminated"
+    COMPLETE = "complete"
+
+
+TERMINAL_STATUSES = (Status.ERRORED, Status.TERMINATED, Status.COMPLETE)
+
+
+class StepType(models.TextChoices):
+    DO = "do"
+    SLEEP = "sleep"
+    WAIT_FOR_EVENT = "wait_for_event"
+
+
+class StepStatus(models.TextChoices):
+    RUNNING = "running"  # an attempt started (and may still be running or have crashed)
+    RETRYING = "retrying"  # an attempt failed; next_retry_at says when the next one may start
+    SLEEPING = "sleeping"
+    WAITING = "waiting"  # for an event, until wake_at
+    COMPLETE = "complete"
+    ERRORED = "errored"  # retries exhausted or non-retryable; replay re-raises the error
+    TIMED_OUT = "timed_out"  # wait_for_event gave up; replay re-raises WaitForEventTimeout
+
+
+class TaskKind(models.TextChoices):
+    START = "start"
+    RESUME = "resume"
+    WAKE = "wake"
+    RETRY = "retry"
+    EVENT = "event"
+
+
+# Claims take lower priority first: resume/wake/retry/event work before new runs.
+TASK_PRIORITY = {
+    TaskKind.RESUME: 0,
+    TaskKind.WAKE: 0,
+    TaskKind.RETRY: 0,
+    TaskKind.EVENT: 0,
+    TaskKind.START: 1,
+}
+
+
+class WorkflowDeployment(models.Model):
+    """Which registered version new instances of a workflow run (the active-version pointer)."""
+
+    workflow_name = models.CharField(max_length=64, unique=True)
+    active_version = models.PositiveIntegerField(null=True, blank=True)  # None = deactivated
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "workflow_deployment"
+
+    def __str__(self):
+        return f"{self.workflow_name} v{self.active_version}"
+
+
+class WorkflowInstance(models.Model):
+    workflow_name = models.CharField(max_length=64)
+    instance_id = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    run_number = models.PositiveIntegerField(default=1)
+    params = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)  # {"name", "message"}
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "workflow_instance"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "instance_id"], name="workflow_instance_unique_id"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in Status]),
+                name="workflow_instance_status_valid",
+            ),
+        ]
+        indexes = [
+            # selectors.instances_for_list: per workflow, optionally per status, newest first.
+            models.Index(fields=["workflow_name", "status", "-id"], name="workflow_inst_status"),
+            models.Index(fields=["workflow_name", "-id"], name="workflow_inst_name"),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name}/{self.instance_id}"
+
+
+class WorkflowStep(models.Model):
+    """One step of one run: the replay cache (result/error) plus what the step is doing now."""
+
+    instance = models.ForeignKey(WorkflowInstance, on_delete=models.CASCADE, related_name="steps")
+    run_number = models.PositiveIntegerField()
+    name = models.CharField(max_length=256)
+    type = models.CharField(max_length=16, choices=StepType.choices)
+    status = models.CharField(max_length=16, choices=StepStatus.choices)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.FloatField(null=True, blank=True)  # float: the limit may be infinite
+    timeout_ms = models.BigIntegerField(null=True, blank=True)
+    next_retry_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    wait_event_type = models.CharField(max_length=100, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)  # {"name", "message"}
+    # The lease generation that completed the step; tests use it to prove one writer at a time.
+    fencing_token = models.BigIntegerField(default=0)
+    started_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "workflow_step"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance", "run_number", "name"], name="workflow_step_unique_name"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.instance_id}#{self.run_number}:{self.name}"
+
+
+class WorkflowEvent(models.Model):
+    instance = models.ForeignKey(WorkflowInstance, on_delete=models.CASCADE, related_name="events")
+    run_number = models.PositiveIntegerField()  # events of earlier runs are never delivered
+    type = models.CharField(max_length=100)
+    payload = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    consumed_at = models.DateTimeField(null=True, blank=True)
+    consumed_by_step = models.CharField(max_length=256, blank=True, default="")
+
+    class Meta:
+        db_table = "workflow_event"
+        indexes = [
+            # runner.persist: the oldest undelivered event of a type in the current run.
+            models.Index(
+                fields=["instance", "run_number", "type", "id"],
+                name="workflow_event_pending",
+                condition=Q(consumed_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.instance_id}:{self.type}"
+
+
+class WorkflowTask(models.Model):
+    """The durable queue: one row per instance run that still has work. run_at NULL means not
+    runnable (paused); rows are deleted when the run completes, errors or is terminated."""
+
+    instance = models.OneToOneField(WorkflowInstance, on_delete=models.CASCADE, related_name="task")
+    run_number = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=TaskKind.choices)
+    priority = models.PositiveSmallIntegerField()
+    run_at = models.DateTimeField(null=True, blank=True)
+    wait_event_type = models.CharField(max_length=100, blank=True, default="")
+    lock_owner = models.CharField(max_length=64, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
+    # Bumped by every claim and restart; a boundary write must present the current token.
+    fencing_token = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "workflow_task"
+        indexes = [
+            # runner.claim walks this index: runnable rows only, in claim order.
+            models.Index(
+                fields=["priority", "run_at"],
+                name="workflow_task_runnable",
+                condition=Q(run_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self):
+        return f"task {self.instance_id}#{self.run_number} {self.kind}"
+
+
+class LogLevel(models.TextChoices):
+    DEBUG = "debug"
+    INFO = "info"
+    WARN = "warn"
+    ERROR = "error"
+
+
+class WorkflowLog(models.Model):
+    instance = models.ForeignKey(WorkflowInstance, on_delete=models.CASCADE, related_name="logs")
+    run_number = models.PositiveIntegerField()
+    level = models.CharField(max_length=8, choices=LogLevel.choices)
+    category = models.CharField(max_length=64, default="workflow")  # "system" = the engine
+    message = models.CharField(max_length=2048)
+    data = models.JSONField(null=True, blank=True)
+    step_name = models.CharField(max_length=256, blank=True, default="")
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    is_replay = models.BooleanField(default=False)
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "workflow_log"
+        indexes = [
+            models.Index(fields=["instance", "run_number", "id"], name="workflow_log_run"),
+        ]
+
+    def __str__(self):
+        return f"{self.level} {self.message[:40]}"

@@ -1,0 +1,63 @@
+"""The runner: claim due tasks (claim.py), replay and persist them (execute.py, persist.py).
+
+`tick()` is the unit every entry point shares: the django-q2 wake task, the sweep schedule,
+`manage.py runworkflows` and H5's `POST /v1/workflows/_runner/tick`.
+"""
+
+import logging
+import os
+import socket
+
+from django.conf import settings
+
+from workflows import runtime
+from workflows.runner.claim import claim_next, next_due_at
+from workflows.runner.execute import Budget, execute
+
+log = logging.getLogger(__name__)
+
+__all__ = ["tick", "run_one", "next_due_at", "default_owner"]
+
+
+def default_owner() -> str:
+    """A lock owner that names the process, so operators can tell runners apart."""
+    return f"{socket.gethostname()[:30]}:{os.getpid()}:{runtime.new_id()[:8]}"
+
+
+def lease_seconds() -> float:
+    return float(getattr(settings, "WORKFLOWS_LEASE_SECONDS", 30))
+
+
+def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) -> str | None:
+    """Claim one due task and run it; None when nothing is due. Engine bugs are logged and the
+    lease left to expire, so another runner retries the task instead of this process dying."""
+    got = claim_next(owner=owner, lease_seconds=lease_seconds())
+    if got is None:
+        return None
+    claim, loaded = got
+    try:
+        return execute(claim, loaded, threaded=threaded, budget=budget)
+    except Exception:
+        log.exception("runner failed on %s/%s", loaded.workflow_name, loaded.instance_id)
+        return "crashed"
+
+
+def tick(
+    *,
+    max_instances: int = 10,
+    max_steps: int | None = None,
+    owner: str | None = None,
+    threaded: bool = True,
+) -> int:
+    """Run up to `max_instances` due tasks (and at most `max_steps` step attempts); returns how
+    many tasks were processed. Safe to call from any number of processes at once."""
+    owner = owner or default_owner()
+    budget = Budget(max_steps)
+    processed = 0
+    while processed < max_instances:
+        if budget.steps is not None and budget.steps <= 0:
+            break
+        if run_one(owner=owner, threaded=threaded, budget=budget) is None:
+            break
+        processed += 1
+    return processed

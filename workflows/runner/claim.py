@@ -1,0 +1,200 @@
+"""Claiming due tasks with a lease and a fencing token, and loading what the run needs.
+
+PostgreSQL: one UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED) RETURNING, walking the
+partial index workflow_task_runnable. SQLite: pick candidates, then a compare-and-set UPDATE per
+candidate (exactly one row changed = ours). Lease times come from the runtime clock.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+
+from workflows import runtime
+from workflows.decisions import StepState
+from workflows.models import (
+    TERMINAL_STATUSES,
+    Status,
+    WorkflowInstance,
+    WorkflowStep,
+    WorkflowTask,
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    task_pk: int
+    instance_pk: int
+    run_number: int
+    fencing_token: int
+    kind: str
+    owner: str
+    lease_seconds: float
+
+    def lease_until(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.lease_seconds)
+
+
+@dataclass
+class Loaded:
+    workflow_name: str
+    instance_id: str
+    version: int
+    params: object
+    created_at: datetime
+    request_id: str
+    steps: dict[str, StepState] = field(default_factory=dict)
+
+
+# Runnable = run_at set and due, lease free or expired. Ordered as the partial index is.
+_PG_CLAIM = """
+UPDATE workflow_task SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1
+WHERE id = (
+    SELECT id FROM workflow_task
+    WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
+    ORDER BY priority, run_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id, instance_id, run_number, fencing_token, kind
+"""
+
+_STEP_FIELDS = (
+    "pk",
+    "name",
+    "type",
+    "status",
+    "attempts",
+    "max_attempts",
+    "timeout_ms",
+    "next_retry_at",
+    "wake_at",
+    "wait_event_type",
+    "result",
+    "error",
+    "started_at",
+    "completed_at",
+)
+
+
+def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | None:
+    """Claim the next due task and load its instance and steps, all in one transaction."""
+    for _ in range(5):  # a claimed row may turn out stale (paused/terminal); repair and go on
+        with transaction.atomic():
+            row = _claim_row(owner, lease_seconds)
+            if row is None:
+                return None
+            claim = Claim(*row, owner=owner, lease_seconds=lease_seconds)
+            loaded = _load(claim)
+            if loaded is not None:
+                return claim, loaded
+    return None
+
+
+def _claim_row(owner: str, lease_seconds: float):
+    now = runtime.now()
+    until = now + timedelta(seconds=lease_seconds)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_PG_CLAIM, [owner, until, now, now])
+            return cursor.fetchone()
+    return _claim_row_cas(owner, now, until)
+
+
+def _claim_row_cas(owner: str, now: datetime, until: datetime):
+    from django.db.models import F, Q
+
+    due = Q(run_at__isnull=False, run_at__lte=now) & (
+        Q(locked_until__isnull=True) | Q(locked_until__lte=now)
+    )
+    candidates = list(
+        WorkflowTask.objects.filter(due)
+        .order_by("priority", "run_at")
+        .values_list("pk", "fencing_token")[:8]
+    )
+    for pk, token in candidates:
+        changed = WorkflowTask.objects.filter(due, pk=pk, fencing_token=token).update(
+            lock_owner=owner, locked_until=until, fencing_token=F("fencing_token") + 1
+        )
+        if changed == 1:
+            return (
+                WorkflowTask.objects.filter(pk=pk)
+                .values_list("pk", "instance_id", "run_number", "fencing_token", "kind")
+                .get()
+            )
+    return None
+
+
+def _load(claim: Claim) -> Loaded | None:
+    now = runtime.now()
+    inst = (
+        WorkflowInstance.objects.filter(pk=claim.instance_pk)
+        .values(
+            "workflow_name",
+            "instance_id",
+            "version",
+            "status",
+            "run_number",
+            "params",
+            "created_at",
+            "request_id",
+            "started_at",
+        )
+        .first()
+    )
+    if inst is None or not _repair_if_stale(claim, inst):
+        return None
+    if inst["status"] == Status.WAITING or inst["started_at"] is None:
+        WorkflowInstance.objects.filter(pk=claim.instance_pk).update(
+            status=Status.ACTIVE, updated_at=now, started_at=inst["started_at"] or now
+        )
+    loaded = Loaded(
+        workflow_name=inst["workflow_name"],
+        instance_id=inst["instance_id"],
+        version=inst["version"],
+        params=inst["params"],
+        created_at=inst["created_at"],
+        request_id=inst["request_id"],
+    )
+    rows = WorkflowStep.objects.filter(
+        instance_id=claim.instance_pk, run_number=claim.run_number
+    ).values(*_STEP_FIELDS)
+    for row in rows.order_by("id"):
+        loaded.steps[row["name"]] = StepState(**row)
+    return loaded
+
+
+def _repair_if_stale(claim: Claim, inst: dict) -> bool:
+    """A runnable task must belong to an active/waiting instance of the same run; fix it if not."""
+    task = WorkflowTask.objects.filter(pk=claim.task_pk)
+    if inst["status"] in TERMINAL_STATUSES:
+        task.delete()
+        return False
+    if inst["status"] == Status.PAUSED:
+        task.update(run_at=None, lock_owner="", locked_until=None)
+        return False
+    if inst["run_number"] != claim.run_number:
+        task.update(run_number=inst["run_number"], lock_owner="", locked_until=None)
+        return False
+    return True
+
+
+def next_due_at() -> datetime | None:
+    """When the earliest runnable task falls due (for pollers deciding how long to sleep)."""
+    return (
+        WorkflowTask.objects.filter(run_at__isnull=False)
+        .order_by("run_at")
+        .values_list("run_at", flat=True)
+        .first()
+    )
+
+
+def renew(claim: Claim) -> bool:
+    """Extend our lease; False when it is no longer ours (expired, reclaimed, restarted)."""
+    now = runtime.now()
+    return (
+        WorkflowTask.objects.filter(
+            pk=claim.task_pk, fencing_token=claim.fencing_token, locked_until__gt=now
+        ).update(locked_until=claim.lease_until(now))
+        == 1
+    )

@@ -1,0 +1,407 @@
+"""Running one claimed task: replay the workflow function against the step cache and persist
+every step boundary (persist.commit). The decisions come from workflows.decisions."""
+
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from django.db import IntegrityError, connections
+
+from workflows import decisions, durations, limits, runtime
+from workflows.authoring import WorkflowEvent, registry
+from workflows.decisions import StepState
+from workflows.errors import (
+    InvalidStep,
+    NonRetryableError,
+    StepFailed,
+    StepTimeout,
+    WaitForEventTimeout,
+    WorkflowError,
+)
+from workflows.models import StepStatus, StepType, TaskKind
+from workflows.models import WorkflowEvent as EventRow
+from workflows.runner import persist
+from workflows.runner.claim import Claim, Loaded, renew
+from workflows.step import Halt, Step, Suspend
+
+log = logging.getLogger(__name__)
+VERSION_MISSING_RETRY = timedelta(minutes=1)
+
+
+class Budget:
+    """How many step attempts this tick may still start (None = unlimited)."""
+
+    def __init__(self, steps: int | None):
+        self.steps = steps
+
+    def take(self) -> bool:
+        if self.steps is None:
+            return True
+        if self.steps <= 0:
+            return False
+        self.steps -= 1
+        return True
+
+
+def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | None = None) -> str:
+    """Run the claimed task to its next suspension, completion or failure. Returns what happened."""
+    definition = registry.get(loaded.workflow_name, loaded.version)
+    if definition is None:
+        # The instance's version is not in this deployment's code: never run or crash on it.
+        later = runtime.now() + VERSION_MISSING_RETRY
+        persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
+        return "version_missing"
+    return Execution(claim, loaded, definition.fn, threaded=threaded, budget=budget).run()
+
+
+def error_dict(exc: BaseException) -> dict:
+    name = exc.error_name if isinstance(exc, StepFailed) else type(exc).__name__
+    return {"name": name, "message": str(exc)[:2048]}
+
+
+class Execution:
+    def __init__(self, claim: Claim, loaded: Loaded, fn, *, threaded: bool, budget):
+        self.claim = claim
+        self.loaded = loaded
+        self.fn = fn
+        self.threaded = threaded
+        self.budget = budget or Budget(None)
+        self.steps = loaded.steps
+        self.pending = persist.Pending()
+        self.replaying = bool(self.steps)
+        self.counted: set[str] = set()
+        self.events: list[dict] | None = None  # loaded on the first wait_for_event
+        self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
+        self.mutations: list | None = None
+        self.suspended: Suspend | None = None
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def run(self) -> str:
+        event = WorkflowEvent(
+            payload=self.loaded.params,
+            instance_id=self.loaded.instance_id,
+            timestamp=self.loaded.created_at,
+        )
+        if not self.steps and self.claim.kind == TaskKind.START:
+            self.system("info", f"run {self.claim.run_number} started")
+        try:
+            output = self.fn(event, Step(self))
+        except Halt:
+            return "halted"
+        except Suspend as signal:
+            return self._suspend(signal)
+        except Exception as exc:  # the workflow failed: record it, never crash the runner
+            if self.suspended is not None:
+                return self._suspend(self.suspended)
+            return self._fail(exc)
+        if self.suspended is not None:  # workflow code swallowed the signal with BaseException
+            return self._suspend(self.suspended)
+        try:
+            output = limits.check_json(output, what="workflow output")
+        except WorkflowError as exc:
+            return self._fail(exc)
+        self.system("info", "instance complete")
+        persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        return "complete"
+
+    def _suspend(self, signal: Suspend) -> str:
+        self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
+        outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
+        persist.commit(self.claim, self.pending, outcome)
+        return "suspended"
+
+    def _fail(self, exc: BaseException) -> str:
+        error = error_dict(exc)
+        self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
+        persist.commit(self.claim, self.pending, persist.Fail(error))
+        return "errored"
+
+    def _boundary(self) -> None:
+        """Commit what is pending and continue, or stop quietly if we may not."""
+        if persist.commit(self.claim, self.pending, persist.Continue()) != decisions.PROCEED:
+            raise Halt()
+
+    def _signal(self, run_at: datetime, kind: str, wait_event_type: str = "") -> Suspend:
+        self.suspended = Suspend(run_at, kind, wait_event_type)
+        return self.suspended
+
+    def _count(self, name: str) -> None:
+        self.counted.add(name)
+        if len(self.counted) > limits.STEPS_PER_RUN_MAX:
+            raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
+
+    def _existing(self, name: str, step_type: str) -> StepState | None:
+        state = self.steps.get(name)
+        if state is not None and state.type != step_type:
+            raise InvalidStep(f"step name {name!r} was already used by a {state.type} step")
+        return state
+
+    def _stage(self, state: StepState) -> None:
+        self.steps[state.name] = state
+        self.pending.steps[state.name] = state
+
+    # -- step.do -----------------------------------------------------------------------------
+
+    def do(self, name, callback, *, retries, timeout):
+        limits.check_step_name(name)
+        policy = decisions.retry_policy(retries)
+        timeout_ms = decisions.DEFAULT_TIMEOUT_MS if timeout is None else durations.to_ms(timeout)
+        state = self._existing(name, StepType.DO)
+        self._count(name)
+        now = runtime.now()
+        action = decisions.do_action(state, now)
+        if isinstance(action, decisions.ReturnCached):
+            return action.result
+        if isinstance(action, decisions.RaiseCached):
+            raise StepFailed(name, action.error.get("name", "Error"), action.error.get("message"))
+        if isinstance(action, decisions.SuspendUntil):
+            raise self._signal(action.at, TaskKind.RETRY)
+        return self._attempt(name, state, action.attempt, policy, timeout_ms, callback)
+
+    def _attempt(self, name, state, attempt, policy, timeout_ms, callback):
+        now = runtime.now()
+        if not self.budget.take():
+            persist.commit(self.claim, self.pending, persist.Requeue(now))
+            raise Halt()
+        state = state or StepState(name=name, type=StepType.DO, status=StepStatus.RUNNING)
+        state.status, state.attempts = StepStatus.RUNNING, attempt
+        state.max_attempts, state.timeout_ms = policy.max_attempts, timeout_ms
+        state.next_retry_at, state.started_at = None, state.started_at or now
+        self._stage(state)
+        self._boundary()  # records the attempt; refuses to start it when paused or fenced off
+        self.replaying = False
+        self.current, self.mutations = (name, attempt), []
+        try:
+            value, exc = run_callback(
+                callback, timeout_ms=timeout_ms, threaded=self.threaded, claim=self.claim
+            )
+        finally:
+            self.current, mutations, self.mutations = None, self.mutations, None
+        if exc is None:
+            try:
+                value = _roundtrip(limits.check_json(value, what=f"result of step {name!r}"))
+            except WorkflowError as too_big:
+                value, exc = None, NonRetryableError(str(too_big))
+        if exc is None:
+            return self._succeed(state, value, mutations)
+        return self._failed(state, attempt, policy, exc)
+
+    def _succeed(self, state: StepState, value, mutations: list):
+        state.status, state.result, state.error = StepStatus.COMPLETE, value, None
+        state.completed_at = runtime.now()
+        self._stage(state)
+        if mutations:
+            # Commit now: the step's writes must land with its completion, not a step later.
+            self.pending.mutations.extend(mutations)
+            try:
+                self._boundary()
+            except IntegrityError as exc:
+                self.pending.mutations.clear()
+                state.status, state.result = StepStatus.ERRORED, None
+                state.error = error_dict(exc)
+                self._stage(state)
+                self.system("error", f"step {state.name!r} failed: {exc}"[:2048])
+                raise
+        return value
+
+    def _failed(self, state: StepState, attempt: int, policy, exc: BaseException):
+        now = runtime.now()
+        state.error = error_dict(exc)
+        decision = decisions.after_failure(
+            policy, attempt=attempt, now=now, non_retryable=isinstance(exc, NonRetryableError)
+        )
+        if isinstance(decision, decisions.RetryAt):
+            state.status, state.next_retry_at = StepStatus.RETRYING, decision.at
+            self._stage(state)
+            self.system(
+                "warn",
+                f"step {state.name!r} attempt {attempt} failed: {state.error['name']}: "
+                f"{state.error['message']}; retry at {decision.at.isoformat()}"[:2048],
+            )
+            raise self._signal(decision.at, TaskKind.RETRY)
+        state.status, state.completed_at = StepStatus.ERRORED, now
+        self._stage(state)
+        self.system("error", f"step {state.name!r} failed after {attempt} attempt(s)")
+        if isinstance(exc, Exception):
+            raise exc
+        raise StepFailed(state.name, state.error["name"], state.error["message"])
+
+    def register_mutation(self, fn) -> None:
+        if self.mutations is None:
+            raise InvalidStep("step.tx.mutate may only be called inside a step.do callback")
+        self.mutations.append(fn)
+
+    # -- sleeps ------------------------------------------------------------------------------
+
+    def sleep(self, name, duration) -> None:
+        self._sleep(name, lambda now: now + durations.to_timedelta(duration))
+
+    def sleep_until(self, name, when) -> None:
+        self._sleep(name, lambda now: _aware(when))
+
+    def _sleep(self, name, wake_at_for) -> None:
+        limits.check_step_name(name)
+        state = self._existing(name, StepType.SLEEP)
+        now = runtime.now()
+        if state is not None and state.status == StepStatus.COMPLETE:
+            return
+        if state is None:
+            self.replaying = False
+            state = StepState(
+                name=name,
+                type=StepType.SLEEP,
+                status=StepStatus.SLEEPING,
+                wake_at=wake_at_for(now),
+                started_at=now,
+            )
+            self._stage(state)
+        if decisions.sleep_due(state.wake_at, now):
+            state.status, state.completed_at = StepStatus.COMPLETE, now
+            self._stage(state)
+            return
+        raise self._signal(state.wake_at, TaskKind.WAKE)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def wait_for_event(self, name, *, type, timeout):  # noqa: A002
+        limits.check_step_name(name)
+        limits.check_event_type(type)
+        timeout_ms = decisions.wait_timeout_ms(timeout)
+        state = self._existing(name, StepType.WAIT_FOR_EVENT)
+        self._count(name)
+        if state is not None and state.status == StepStatus.COMPLETE:
+            return state.result
+        if state is not None and state.status == StepStatus.TIMED_OUT:
+            raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
+        now = runtime.now()
+        if state is None:
+            self.replaying = False
+            state = StepState(
+                name=name,
+                type=StepType.WAIT_FOR_EVENT,
+                status=StepStatus.WAITING,
+                wake_at=now + timedelta(milliseconds=timeout_ms),
+                wait_event_type=type,
+                started_at=now,
+            )
+            self._stage(state)
+        event = self._take_event(type)
+        if event is not None:
+            state.status, state.completed_at = StepStatus.COMPLETE, now
+            state.result = {
+                "type": event["type"],
+                "payload": event["payload"],
+                "timestamp": event["created_at"].isoformat(),
+            }
+            self.pending.consumed.append((event["pk"], name))
+            self._stage(state)
+            return state.result
+        if state.wake_at <= now:
+            state.status, state.completed_at = StepStatus.TIMED_OUT, now
+            state.error = {"name": "WaitForEventTimeout", "message": f"no {type!r} event"}
+            self._stage(state)
+            raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
+        raise self._signal(state.wake_at, TaskKind.WAKE, wait_event_type=type)
+
+    def _take_event(self, event_type: str) -> dict | None:
+        if self.events is None:
+            self.events = list(
+                EventRow.objects.filter(
+                    instance_id=self.claim.instance_pk,
+                    run_number=self.claim.run_number,
+                    consumed_at__isnull=True,
+                )
+                .order_by("id")
+                .values("pk", "type", "payload", "created_at")
+            )
+        for i, event in enumerate(self.events):
+            if event["type"] == event_type:
+                return self.events.pop(i)
+        return None
+
+    # -- logs --------------------------------------------------------------------------------
+
+    def log(self, level: str, message, data, category: str) -> None:
+        limits.check_log_message(message)
+        if category == "system":
+            raise InvalidStep('log category "system" is reserved for the engine')
+        if data is not None:
+            data = _roundtrip(limits.check_json(data, what="log data"))
+        self._log(level, message, data, category)
+
+    def system(self, level: str, message: str) -> None:
+        self._log(level, message, None, "system")
+
+    def _log(self, level, message, data, category) -> None:
+        step_name, attempt = self.current or ("", None)
+        self.pending.logs.append(
+            {
+                "level": level,
+                "category": category,
+                "message": message,
+                "data": data,
+                "step_name": step_name,
+                "attempt": attempt,
+                "is_replay": self.replaying and self.current is None,
+                "request_id": self.loaded.request_id,
+                "created_at": runtime.now(),
+            }
+        )
+
+
+def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
+    """(value, None) or (None, exception). Threaded: the callback runs in its own thread while
+    this one renews the lease; past the timeout the attempt fails and its late result is dropped
+    (Python cannot kill a thread). Inline (the test harness): the timeout is checked afterwards."""
+    if not threaded:
+        started = time.monotonic()
+        try:
+            value = callback()
+        except Exception as exc:
+            return None, exc
+        if (time.monotonic() - started) * 1000 > timeout_ms:
+            return None, StepTimeout(f"attempt timed out after {timeout_ms} ms")
+        return value, None
+    box: dict = {}
+    done = threading.Event()
+
+    def target():
+        try:
+            box["value"] = callback()
+        except BaseException as exc:  # noqa: BLE001 - reported to the runner, not lost
+            box["error"] = exc
+        finally:
+            for conn in connections.all(initialized_only=True):
+                conn.close()
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="workflow-step").start()
+    deadline = time.monotonic() + timeout_ms / 1000
+    renew_every = max(claim.lease_seconds / 3, 0.05)
+    while not done.wait(max(0.0, min(renew_every, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return None, StepTimeout(f"attempt timed out after {timeout_ms} ms")
+        if not renew(claim):
+            raise Halt()
+    if "error" in box:
+        exc = box["error"]
+        return None, exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+    return box.get("value"), None
+
+
+def _roundtrip(value):
+    """Results look the same on first run and on replay (tuples become lists, and so on)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value))
+
+
+def _aware(when) -> datetime:
+    if isinstance(when, str):
+        when = datetime.fromisoformat(when)
+    if not isinstance(when, datetime):
+        raise InvalidStep(f"sleep_until needs a datetime, got {when!r}")
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

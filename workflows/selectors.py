@@ -1,0 +1,165 @@
+"""Reads on workflows, shared by the HTTP API, the admin console and the commands.
+
+Querysets are ordered by `id` so cursor pagination can use `id` as the cursor; the indexes named
+in models.py back each list. Nothing here writes.
+"""
+
+from django.db.models import QuerySet
+
+from workflows.authoring import registry
+from workflows.errors import InstanceNotFound
+from workflows.models import (
+    TERMINAL_STATUSES,
+    StepStatus,
+    WorkflowDeployment,
+    WorkflowEvent,
+    WorkflowInstance,
+    WorkflowLog,
+    WorkflowStep,
+)
+
+VERSION_MISSING = "version_missing"
+
+
+def workflow_summaries() -> list[dict]:
+    """[{"name", "versions", "active_version"}] for every registered workflow. With no stored
+    pointer, active_version is the version that will be activated on first create."""
+    pointers = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
+    return [
+        {
+            "name": name,
+            "versions": registry.versions(name),
+            "active_version": pointers[name] if name in pointers else registry.first_version(name),
+        }
+        for name in registry.names()
+    ]
+
+
+def instances_for_list(*, workflow_name: str, status: str | None = None) -> QuerySet:
+    """Instances of one workflow, newest first (order_by -id; index workflow_inst_status /
+    workflow_inst_name). `status` filters on the stored status; "version_missing" selects live
+    instances whose version is not registered."""
+    qs = WorkflowInstance.objects.filter(workflow_name=workflow_name)
+    if status == VERSION_MISSING:
+        live = qs.exclude(status__in=TERMINAL_STATUSES)
+        return live.exclude(version__in=registry.versions(workflow_name)).order_by("-id")
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("-id")
+
+
+def instance_get(*, workflow_name: str, instance_id: str) -> WorkflowInstance:
+    """The instance, or InstanceNotFound (404 instance_not_found)."""
+    instance = WorkflowInstance.objects.filter(
+        workflow_name=workflow_name, instance_id=instance_id
+    ).first()
+    if instance is None:
+        raise InstanceNotFound(f"no instance {instance_id!r} of workflow {workflow_name!r}")
+    return instance
+
+
+def instance_display_status(instance: WorkflowInstance) -> str:
+    """The stored status, or "version_missing" for a live instance whose code is gone."""
+    if instance.status in TERMINAL_STATUSES:
+        return instance.status
+    if registry.get(instance.workflow_name, instance.version) is None:
+        return VERSION_MISSING
+    return instance.status
+
+
+def instance_details(instance: WorkflowInstance) -> dict:
+    """{"status", "output"?, "error"?} (same as services.instance_status)."""
+    details = {"status": instance_display_status(instance)}
+    if instance.status == "complete":
+        details["output"] = instance.output
+    if instance.status == "errored":
+        details["error"] = instance.error
+    return details
+
+
+def instance_current_step(instance: WorkflowInstance) -> dict | None:
+    """The step the current run is on (latest unfinished step, else the latest step), as
+    {name, type, status, attempts, max_attempts, timeout_ms, next_retry_at, wake_at,
+    wait_event_type, error}; None before the first step or once the instance is terminal."""
+    if instance.status in TERMINAL_STATUSES:
+        return None
+    steps = WorkflowStep.objects.filter(instance=instance, run_number=instance.run_number)
+    step = (
+        steps.exclude(status__in=[StepStatus.COMPLETE]).order_by("-id").first()
+        or steps.order_by("-id").first()
+    )
+    if step is None:
+        return None
+    max_attempts = step.max_attempts
+    return {
+        "name": step.name,
+        "type": step.type,
+        "status": step.status,
+        "attempts": step.attempts,
+        "max_attempts": None
+        if max_attempts is None or max_attempts == float("inf")
+        else int(max_attempts),
+        "timeout_ms": step.timeout_ms,
+        "next_retry_at": step.next_retry_at,
+        "wake_at": step.wake_at,
+        "wait_event_type": step.wait_event_type or None,
+        "error": step.error,
+    }
+
+
+def instance_meta(instance: WorkflowInstance) -> dict:
+    """The `meta` block of the instance detail: identity, run, params, times, current step.
+    max_attempts is None when the retry limit is infinite."""
+    meta = {
+        "workflow_name": instance.workflow_name,
+        "version": instance.version,
+        "run_number": instance.run_number,
+        "params": instance.params,
+        "created_at": instance.created_at,
+        "updated_at": instance.updated_at,
+        "started_at": instance.started_at,
+        "completed_at": instance.completed_at,
+    }
+    current = instance_current_step(instance)
+    if current is not None:
+        meta["current_step"] = current
+    return meta
+
+
+def instance_steps(*, instance: WorkflowInstance, run_number: int | None = None) -> QuerySet:
+    """Steps of one run (default: the current run) in the order they were first reached."""
+    run = instance.run_number if run_number is None else run_number
+    return WorkflowStep.objects.filter(instance=instance, run_number=run).order_by("id")
+
+
+def instance_events(*, instance: WorkflowInstance, run_number: int | None = None) -> QuerySet:
+    """Events sent during one run (default: current), oldest first, delivered or not
+    (consumed_at / consumed_by_step say which step took it)."""
+    run = instance.run_number if run_number is None else run_number
+    return WorkflowEvent.objects.filter(instance=instance, run_number=run).order_by("id")
+
+
+def instance_logs(
+    *,
+    instance: WorkflowInstance,
+    run_number: int | None = None,
+    level: str | None = None,
+    category: str | None = None,
+) -> QuerySet:
+    """Durable log lines of one run (default: current), oldest first; index workflow_log_run."""
+    run = instance.run_number if run_number is None else run_number
+    qs = WorkflowLog.objects.filter(instance=instance, run_number=run)
+    if level:
+        qs = qs.filter(level=level)
+    if category:
+        qs = qs.filter(category=category)
+    return qs.order_by("id")
+
+
+def instance_history(*, instance: WorkflowInstance, run_number: int | None = None) -> dict:
+    """{"steps", "events", "logs"} querysets of one run; see the three selectors above."""
+    return {
+        "steps": instance_steps(instance=instance, run_number=run_number),
+        "events": instance_events(instance=instance, run_number=run_number),
+        "logs": instance_logs(instance=instance, run_number=run_number),
+    }

@@ -1,0 +1,337 @@
+"""Writes on workflows: create instances, operator actions, events, version activation.
+
+Keyword-only; every refusal is a workflows.errors.WorkflowError with a `code`. Each operator
+action locks the task row before the instance row (the runner's order too), applies the rule
+from workflows.decisions, logs the transition in the `system` category and, when `actor` or
+`request` is given, writes an audit row. Making work runnable schedules a wake task on commit.
+"""
+
+from django.db import IntegrityError, transaction
+
+from ops.request_id import get_request_id
+from ops.services import audit_log_write
+from workflows import decisions, limits, runtime, tasks
+from workflows.authoring import registry
+from workflows.errors import (
+    InstanceIdAlreadyExists,
+    NoActiveDeployment,
+    VersionNotFound,
+)
+from workflows.models import (
+    TASK_PRIORITY,
+    Status,
+    TaskKind,
+    WorkflowDeployment,
+    WorkflowEvent,
+    WorkflowInstance,
+    WorkflowLog,
+    WorkflowTask,
+)
+from workflows.selectors import instance_details
+
+
+def _audit(action: str, *, resource: str, actor, request, metadata=None) -> None:
+    if actor is not None or request is not None:
+        audit_log_write(
+            action=action, resource=resource, actor=actor, request=request, metadata=metadata
+        )
+
+
+def _system_log(instance: WorkflowInstance, level: str, message: str, data=None) -> None:
+    WorkflowLog.objects.create(
+        instance=instance,
+        run_number=instance.run_number,
+        level=level,
+        category="system",
+        message=message,
+        data=data,
+        request_id=get_request_id(),
+        created_at=runtime.now(),
+    )
+
+
+def _resource(instance: WorkflowInstance) -> str:
+    return f"workflow_instance:{instance.workflow_name}/{instance.instance_id}"
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def workflow_active_version(*, name: str) -> int:
+    """The version new instances of `name` run. With no pointer yet, the first registered version
+    is activated (and stored). Raises WorkflowNotFound / NoActiveDeployment."""
+    versions = registry.require(name)
+    row = WorkflowDeployment.objects.filter(workflow_name=name).values("active_version").first()
+    if row is None:
+        first = registry.first_version(name)
+        try:
+            with transaction.atomic():
+                WorkflowDeployment.objects.create(
+                    workflow_name=name, active_version=first, updated_at=runtime.now()
+                )
+        except IntegrityError:  # another process activated one first; read theirs
+            return workflow_active_version(name=name)
+        return first
+    active = row["active_version"]
+    if active is None or active not in versions:
+        raise NoActiveDeployment(
+            f"workflow {name!r} has no active version in this deployment"
+            + ("" if active is None else f" (v{active} is not registered)"),
+            active_version=active,
+        )
+    return active
+
+
+def workflow_version_activate(*, name: str, version: int, actor=None, request=None):
+    """Point new instances of `name` at `version` (rollback = activate an older one)."""
+    if version not in registry.require(name):
+        raise VersionNotFound(f"workflow {name!r} has no registered version {version}")
+    with transaction.atomic():
+        deployment, _ = WorkflowDeployment.objects.update_or_create(
+            workflow_name=name,
+            defaults={"active_version": version, "updated_at": runtime.now()},
+        )
+        audit_log_write(
+            action="workflow.version_activate",
+            resource=f"workflow:{name}",
+            actor=actor if actor is not None or request is not None else "system",
+            request=request,
+            metadata={"version": version},
+        )
+    return deployment
+
+
+# -- creation ----------------------------------------------------------------------------------
+
+
+def _new_instance(name: str, version: int, instance_id: str | None, params, now):
+    return WorkflowInstance(
+        workflow_name=name,
+        instance_id=limits.check_instance_id(
+            instance_id if instance_id is not None else runtime.new_id()
+        ),
+        version=version,
+        status=Status.ACTIVE,
+        run_number=1,
+        params=limits.check_json(params, what="params"),
+        request_id=get_request_id(),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
+    return WorkflowTask(
+        instance=instance,
+        run_number=instance.run_number,
+        kind=TaskKind.START,
+        priority=TASK_PRIORITY[TaskKind.START],
+        run_at=now,
+        created_at=now,
+    )
+
+
+def instance_create(
+    *, workflow_name: str, instance_id: str | None = None, params=None, actor=None, request=None
+) -> WorkflowInstance:
+    """Create an instance of the active version, runnable now."""
+    version = workflow_active_version(name=workflow_name)
+    now = runtime.now()
+    instance = _new_instance(workflow_name, version, instance_id, params, now)
+    try:
+        with transaction.atomic():
+            instance.save(force_insert=True)
+            _new_task(instance, now).save(force_insert=True)
+            _audit(
+                "workflow_instance.create",
+                resource=_resource(instance),
+                actor=actor,
+                request=request,
+            )
+    except IntegrityError:
+        raise InstanceIdAlreadyExists(
+            f"instance {instance.instance_id!r} of {workflow_name!r} already exists"
+        ) from None
+    tasks.schedule_wake()
+    return instance
+
+
+def instance_create_batch(
+    *, workflow_name: str, items: list[dict], actor=None, request=None
+) -> list[WorkflowInstance]:
+    """Create many instances; ids that already exist (or repeat in the batch) are skipped and
+    left out of the result. Everything is validated before anything is written."""
+    version = workflow_active_version(name=workflow_name)
+    now = runtime.now()
+    wanted: dict[str, WorkflowInstance] = {}
+    for item in items:
+        instance = _new_instance(workflow_name, version, item.get("id"), item.get("params"), now)
+        wanted.setdefault(instance.instance_id, instance)
+    existing = set(
+        WorkflowInstance.objects.filter(
+            workflow_name=workflow_name, instance_id__in=list(wanted)
+        ).values_list("instance_id", flat=True)
+    )
+    created = []
+    for instance_id, instance in wanted.items():
+        if instance_id in existing:
+            continue
+        try:
+            with transaction.atomic():
+                instance.save(force_insert=True)
+                _new_task(instance, now).save(force_insert=True)
+        except IntegrityError:  # created concurrently since we looked: skipped, like the others
+            continue
+        created.append(instance)
+    if created:
+        _audit(
+            "workflow_instance.create_batch",
+            resource=f"workflow:{workflow_name}",
+            actor=actor,
+            request=request,
+            metadata={"created": [i.instance_id for i in created]},
+        )
+        tasks.schedule_wake()
+    return created
+
+
+# -- operator actions ----------------------------------------------------------------------------
+
+
+def _lock(instance: WorkflowInstance) -> tuple[WorkflowInstance, WorkflowTask | None]:
+    """Lock task then instance (the runner's order) and return fresh rows."""
+    task = WorkflowTask.objects.select_for_update().filter(instance_id=instance.pk).first()
+    fresh = WorkflowInstance.objects.select_for_update(no_key=True).get(pk=instance.pk)
+    return fresh, task
+
+
+def instance_pause(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+    """No new step starts once this returns; a running step may finish and keeps its result."""
+    with transaction.atomic():
+        fresh, task = _lock(instance)
+        if decisions.check_pausable(fresh.status):
+            fresh.status, fresh.updated_at = Status.PAUSED, runtime.now()
+            fresh.save(update_fields=["status", "updated_at"])
+            if task is not None:
+                # Not runnable; the lease stays so a step in flight can still store its result.
+                WorkflowTask.objects.filter(pk=task.pk).update(run_at=None)
+            _system_log(fresh, "info", "instance paused")
+        _audit("workflow_instance.pause", resource=_resource(fresh), actor=actor, request=request)
+    return fresh
+
+
+def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+    """A paused instance becomes active and runs now; anything else is left as it is."""
+    with transaction.atomic():
+        fresh, task = _lock(instance)
+        if decisions.resume_applies(fresh.status):
+            now = runtime.now()
+            fresh.status, fresh.updated_at = Status.ACTIVE, now
+            fresh.save(update_fields=["status", "updated_at"])
+            _make_runnable(fresh, task, TaskKind.RESUME, now)
+            _system_log(fresh, "info", "instance resumed")
+            tasks.schedule_wake()
+        _audit("workflow_instance.resume", resource=_resource(fresh), actor=actor, request=request)
+    return fresh
+
+
+def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+    with transaction.atomic():
+        fresh, task = _lock(instance)
+        decisions.check_terminable(fresh.status)
+        now = runtime.now()
+        fresh.status, fresh.updated_at, fresh.completed_at = Status.TERMINATED, now, now
+        fresh.save(update_fields=["status", "updated_at", "completed_at"])
+        if task is not None:
+            task.delete()
+        _system_log(fresh, "info", "instance terminated")
+        _audit(
+            "workflow_instance.terminate", resource=_resource(fresh), actor=actor, request=request
+        )
+    return fresh
+
+
+def instance_restart(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+    """Start a new run (run number + 1) from the beginning; earlier runs stay for audit."""
+    with transaction.atomic():
+        fresh, task = _lock(instance)
+        now = runtime.now()
+        fresh.run_number += 1
+        fresh.status, fresh.output, fresh.error = Status.ACTIVE, None, None
+        fresh.started_at, fresh.completed_at, fresh.updated_at = None, None, now
+        fresh.save()
+        if task is None:
+            _new_task(fresh, now).save(force_insert=True)
+        else:
+            # A new fencing token: the previous run's runner can no longer write anything.
+            from django.db.models import F
+
+            WorkflowTask.objects.filter(pk=task.pk).update(
+                run_number=fresh.run_number,
+                kind=TaskKind.START,
+                priority=TASK_PRIORITY[TaskKind.START],
+                run_at=now,
+                wait_event_type="",
+                lock_owner="",
+                locked_until=None,
+                fencing_token=F("fencing_token") + 1,
+            )
+        _system_log(fresh, "info", f"instance restarted as run {fresh.run_number}")
+        _audit("workflow_instance.restart", resource=_resource(fresh), actor=actor, request=request)
+    tasks.schedule_wake()
+    return fresh
+
+
+def _make_runnable(instance: WorkflowInstance, task: WorkflowTask | None, kind: str, now) -> None:
+    if task is None:
+        task = _new_task(instance, now)
+        task.kind, task.priority = kind, TASK_PRIORITY[kind]
+        task.save(force_insert=True)
+        return
+    WorkflowTask.objects.filter(pk=task.pk).update(
+        run_at=now, kind=kind, priority=TASK_PRIORITY[kind]
+    )
+
+
+def instance_send_event(
+    *,
+    instance: WorkflowInstance,
+    type: str,
+    payload=None,
+    actor=None,
+    request=None,  # noqa: A002
+) -> WorkflowEvent:
+    """Store an event for the current run; wake the instance if it waits for this type."""
+    limits.check_event_type(type)
+    limits.check_json(payload, what="event payload")
+    with transaction.atomic():
+        fresh, task = _lock(instance)
+        decisions.check_event_accepted(fresh.status)
+        now = runtime.now()
+        event = WorkflowEvent.objects.create(
+            instance=fresh, run_number=fresh.run_number, type=type, payload=payload, created_at=now
+        )
+        wakes = (
+            task is not None
+            and task.run_at is not None  # None = paused: the event waits for resume
+            and fresh.status == Status.WAITING
+            and task.wait_event_type == type
+        )
+        if wakes:
+            _make_runnable(fresh, task, TaskKind.EVENT, now)
+            tasks.schedule_wake()
+        _system_log(fresh, "info", f"event {type!r} received", {"event_id": event.pk})
+        _audit(
+            "workflow_instance.send_event",
+            resource=_resource(fresh),
+            actor=actor,
+            request=request,
+            metadata={"type": type},
+        )
+    return event
+
+
+def instance_status(*, instance: WorkflowInstance) -> dict:
+    """{"status", "output"?, "error"?}; status is "version_missing" for a live instance whose
+    version is not in this deployment's code."""
+    return instance_details(instance)
