@@ -13,8 +13,10 @@ How a request is handled (`idempotent` wraps a DRF handler method such as `post`
    queue on the write lock) and then fail, after which it reads the committed response. So a
    retry in flight never creates a second resource, and a crash mid-request leaves no orphaned
    in-flight row: the row and the resource commit or roll back together.
-4. The handler raised (a 4xx/5xx error): everything rolls back and nothing is stored, so the
-   client may retry with the same key once the cause is fixed (Stripe does the same).
+4. The handler refused (raised ApiError or a DRF error): the in-flight row is deleted and the
+   rest commits — services refuse before writing, and the audit row of the refusal must stay.
+   Nothing is stored, so the client may retry with the same key once the cause is fixed
+   (Stripe does the same). Any other exception, or a 5xx answer, rolls everything back.
 5. Key taken: same body hash → the stored status and bytes (`Idempotent-Replayed: true`);
    different hash → 409 `idempotency_conflict`; expired (24 h) → deleted and treated as new.
 
@@ -31,6 +33,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.utils import timezone
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import JSONRenderer
 
 from ops.errors import ApiError, ErrorCode
@@ -43,6 +46,8 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 # A row seen without a stored status belongs to a transaction that has not committed yet
 # (only possible on databases whose INSERT doesn't wait); poll this long before giving up.
 IN_FLIGHT_WAIT_SECONDS = 10.0
+# Deliberate refusals: raised before anything of substance is written.
+REFUSALS = (ApiError, APIException)
 
 
 def normalize_key(raw: str | None) -> str | None:
@@ -109,6 +114,7 @@ def _replay(row: IdempotencyKey) -> HttpResponse:
 
 
 def _run_first(request, handler, args, kwargs, *, principal, key, endpoint, digest):
+    refusal = None
     with transaction.atomic():
         try:
             with transaction.atomic():  # savepoint: the INSERT may fail on the unique key
@@ -122,13 +128,22 @@ def _run_first(request, handler, args, kwargs, *, principal, key, endpoint, dige
                 )
         except IntegrityError:
             raise _KeyTaken from None
-        response = _render(handler(request, *args, **kwargs))
-        if response.status_code >= 500:
-            raise _Discard(response)
-        row.status_code = response.status_code
-        row.response_body = response.content
-        row.save(update_fields=["status_code", "response_body"])
-        return response
+        try:
+            response = _render(handler(request, *args, **kwargs))
+        except REFUSALS as exc:
+            if transaction.get_rollback():
+                raise  # the transaction is broken: roll back all of it
+            row.delete()
+            refusal = exc
+        else:
+            if response.status_code >= 500:
+                raise _Discard(response)
+            row.status_code = response.status_code
+            row.response_body = response.content
+            row.save(update_fields=["status_code", "response_body"])
+    if refusal is not None:
+        raise refusal  # outside the block: the refusal's own writes commit
+    return response
 
 
 def _existing(principal: str, key: str, endpoint: str, digest: str) -> HttpResponse | None:

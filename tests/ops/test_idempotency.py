@@ -38,6 +38,9 @@ class CreateThing(APIView):
         if request.data.get("fail"):
             AuditLog.objects.create(actor="test", action="thing.failed")
             raise ApiError(409, "thing_refused", "No.")
+        if request.data.get("crash"):
+            AuditLog.objects.create(actor="test", action="thing.crashed")
+            raise RuntimeError("boom")
         time.sleep(self.delay)
         row = AuditLog.objects.create(actor="test", action="thing.create")
         return Response({"id": row.pk, "echo": request.data}, status=201)
@@ -167,12 +170,24 @@ def test_keys_are_scoped_per_endpoint_and_principal(operator_api):
 
 
 @pytest.mark.django_db
-def test_a_failed_request_stores_nothing_and_rolls_back_its_writes(api):
+def test_a_refused_request_stores_no_response_and_frees_the_key(api):
     response = api.post("/things", {"fail": True}, format="json", HTTP_IDEMPOTENCY_KEY="k1")
     assert response.status_code == 409
     assert response.json()["code"] == "thing_refused"
     assert not IdempotencyKey.objects.exists()
-    assert not AuditLog.objects.filter(action="thing.failed").exists()
+    # What the handler wrote before refusing (its audit row) is kept.
+    assert AuditLog.objects.filter(action="thing.failed").count() == 1
+    again = api.post("/things", {"fail": True}, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert again.status_code == 409
+    assert AuditLog.objects.filter(action="thing.failed").count() == 2
+
+
+@pytest.mark.django_db
+def test_an_unexpected_exception_rolls_everything_back(api):
+    with pytest.raises(RuntimeError):
+        api.post("/things", {"crash": True}, format="json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert not IdempotencyKey.objects.exists()
+    assert not AuditLog.objects.filter(action="thing.crashed").exists()
 
 
 @pytest.mark.django_db
