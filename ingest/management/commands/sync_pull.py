@@ -1,0 +1,140 @@
+"""`manage.py sync_pull --url URL --token TOKEN --out FILE.sqlite`: the client side of /v1/sync.
+
+Mirrors one user's data into a local SQLite file (stdlib sqlite3, one table per server table,
+columns added as they appear). The `server_time` of the last complete pull is kept in the file,
+so a re-run fetches only what changed since. A pull is one local transaction: an interrupted
+pull leaves the file as it was, and the next run starts over from the saved point.
+"""
+
+import json
+import re
+import sqlite3
+import time
+
+import httpx
+from django.core.management.base import BaseCommand, CommandError
+
+# Tests point this at the Django app (httpx.WSGITransport); None means the network.
+transport: httpx.BaseTransport | None = None
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+STATE_TABLE = "_sync_state"
+
+
+def _ident(name: str) -> str:
+    if not _IDENT.match(name):
+        raise CommandError(f"refusing unsafe table/column name from the server: {name!r}")
+    return f'"{name}"'
+
+
+def _value(v):
+    return json.dumps(v) if isinstance(v, dict | list) else v
+
+
+class Mirror:
+    """The local file: one table per server table keyed on id, plus a key/value state table."""
+
+    def __init__(self, path: str):
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (key TEXT PRIMARY KEY, value)")
+        self.columns: dict[str, set[str]] = {}
+
+    def get_state(self, key: str) -> str | None:
+        row = self.db.execute(f"SELECT value FROM {STATE_TABLE} WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_state(self, key: str, value: str) -> None:
+        self.db.execute(
+            f"INSERT INTO {STATE_TABLE} (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def _ensure(self, table: str, names) -> None:
+        if table not in self.columns:
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {_ident(table)} (id PRIMARY KEY)")
+            info = self.db.execute(f"PRAGMA table_info({_ident(table)})").fetchall()
+            self.columns[table] = {row[1] for row in info}
+        for name in names:
+            if name not in self.columns[table]:
+                self.db.execute(f"ALTER TABLE {_ident(table)} ADD COLUMN {_ident(name)}")
+                self.columns[table].add(name)
+
+    def upsert(self, table: str, rows: list[dict]) -> None:
+        names = sorted({k for row in rows for k in row})
+        self._ensure(table, names)
+        cols = ", ".join(_ident(n) for n in names)
+        updates = ", ".join(f"{_ident(n)} = excluded.{_ident(n)}" for n in names if n != "id")
+        sql = (
+            f"INSERT INTO {_ident(table)} ({cols}) VALUES ({', '.join('?' * len(names))}) "
+            f"ON CONFLICT(id) DO UPDATE SET {updates}"
+        )
+        self.db.executemany(sql, [[_value(row.get(n)) for n in names] for row in rows])
+
+
+class Command(BaseCommand):
+    help = (
+        "Mirror a user's data from a vitalflow server into a local SQLite file through "
+        "GET /v1/sync. Re-running fetches only rows changed since the last complete pull "
+        "(the server_time saved in the file). Example: manage.py sync_pull --url "
+        "http://localhost:8000 --token vfu_... --out alice.sqlite"
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", required=True, help="server base URL, e.g. https://vf.example")
+        parser.add_argument("--token", required=True, help="the user's bearer token")
+        parser.add_argument("--out", required=True, help="local SQLite file (created if missing)")
+        parser.add_argument("--limit", type=int, default=1000, help="rows per page (≤ 2000)")
+        parser.add_argument("--full", action="store_true", help="ignore the saved point")
+
+    def handle(self, *args, url, token, out, limit, full, **options):
+        mirror = Mirror(out)
+        since = None if full else mirror.get_state("since")
+        began = time.perf_counter()
+        pages = rows = 0
+        params: dict = {"limit": limit}
+        if since:
+            params["since"] = since
+        with httpx.Client(
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(60.0, connect=10.0),
+            transport=transport,
+        ) as client:
+            mirror.db.execute("BEGIN")
+            try:
+                while True:
+                    body = self._get(client, params)
+                    pages += 1
+                    for table, table_rows in body["tables"].items():
+                        if table_rows:
+                            mirror.upsert(table, table_rows)
+                            rows += len(table_rows)
+                    if not body.get("next"):
+                        break
+                    params = {"limit": limit, "cursor": body["next"]}
+                mirror.set_state("since", body["server_time"])
+                mirror.set_state("url", url)
+                mirror.db.execute("COMMIT")
+            except BaseException:
+                mirror.db.execute("ROLLBACK")
+                raise
+        ms = (time.perf_counter() - began) * 1000
+        self.stdout.write(
+            f"pulled {rows} rows in {pages} page(s) in {ms:.0f} ms "
+            f"(since {since or 'the beginning'}); next since {body['server_time']}"
+        )
+
+    def _get(self, client: httpx.Client, params: dict) -> dict:
+        try:
+            response = client.get("/v1/sync", params=params)
+        except httpx.TransportError as exc:
+            raise CommandError(f"cannot reach the server: {exc}") from None
+        if response.status_code != 200:
+            try:
+                error = response.json()
+                detail = f"{error.get('code')}: {error.get('message')}"
+            except ValueError:
+                detail = response.text[:200]
+            raise CommandError(f"/v1/sync answered {response.status_code} ({detail})")
+        return response.json()
