@@ -5,9 +5,12 @@ import io
 import httpx
 import pytest
 from django.core.files.storage import default_storage
+from rest_framework.test import APIClient
 
 from labs.models import LabUpload
+from ops.services import user_token_create
 from tests.conftest import load_fixture
+from tests.factories import UserFactory
 from tests.labs.helpers import (
     JPEG,
     MULTIPART,
@@ -171,7 +174,8 @@ def test_exactly_the_limit_is_accepted_and_one_more_byte_refused(
 
 
 def test_real_ten_mib_boundary(user_api, terra_accepts, settings):
-    assert settings.LAB_UPLOAD_MAX_BYTES == 10 * MiB
+    limit = settings.LAB_UPLOAD_MAX_BYTES
+    assert limit == 10 * MiB  # the shipped default, not an override
 
     at_limit = upload(user_api, sized(PDF, 10 * MiB))
     over = upload(user_api, sized(PDF, 10 * MiB + 1))
@@ -279,11 +283,6 @@ def test_terra_failure_answers_502_and_keeps_file_and_row(user_api, terra, answe
 
 
 def test_unsafe_username_does_not_climb_out_of_the_user_folder(terra_accepts, db):
-    from ops.services import user_token_create
-    from rest_framework.test import APIClient
-
-    from tests.factories import UserFactory
-
     user = UserFactory(username="..")
     _, raw = user_token_create(user=user)
     client = APIClient()
