@@ -41,25 +41,26 @@ def hourly_chart_svg(series: list[tuple[object, int]]) -> SafeString:
     for i, (hour, n) in enumerate(series):
         h = inner_h * n / peak
         x, y = PAD + i * slot + 1, PAD + inner_h - h
+        # format_html escapes its arguments into strings, so numbers are formatted first.
         bars.append(
             format_html(
-                '<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#417690">'
-                "<title>{:%H}:00 UTC — {} events</title></rect>",
-                x,
-                y,
-                max(slot - 2, 1),
-                h,
-                hour,
+                '<rect x="{}" y="{}" width="{}" height="{}" fill="#417690">'
+                "<title>{}:00 UTC — {} events</title></rect>",
+                f"{x:.1f}",
+                f"{y:.1f}",
+                f"{max(slot - 2, 1):.1f}",
+                f"{h:.1f}",
+                f"{hour:%H}",
                 n,
             )
         )
         if i % 6 == 0:
             bars.append(
                 format_html(
-                    '<text x="{:.1f}" y="{}" font-size="10" fill="#666">{:%H}:00</text>',
-                    x,
+                    '<text x="{}" y="{}" font-size="10" fill="#666">{}:00</text>',
+                    f"{x:.1f}",
                     CHART_H - 6,
-                    hour,
+                    f"{hour:%H}",
                 )
             )
     axis = format_html(

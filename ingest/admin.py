@@ -1,0 +1,453 @@
+"""The ingest console: raw events (with the DLQ as a triage filter), connections, traces and
+imports. Lists are read-only; actions act only on rows whose state allows it, go through a
+confirmation page, call the same services as the API, and say how many rows they touched.
+Custom pages (drain, backfill, user overview and wipe) live in ingest.admin_pages."""
+
+import json
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from ingest import admin_pages
+from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
+from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, parse_age
+from ingest.services import raw_events_replay
+from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
+
+STATE_COLOURS = {
+    RawEventState.PENDING: "#666",
+    RawEventState.PROCESSED: "#2e7d32",
+    RawEventState.SKIPPED: "#999",
+    RawEventState.PARKED: "#b26a00",
+    RawEventState.RETRYING: "#b26a00",
+    RawEventState.DEAD: "#ba2121",
+}
+
+
+def user_overview_link(user) -> str:
+    if user is None:
+        return "—"
+    url = reverse("admin:ingest_user_overview", args=[user.username])
+    return format_html('<a href="{}">{}</a>', url, user.username)
+
+
+class TriageFilter(admin.SimpleListFilter):
+    title = "triage"
+    parameter_name = "triage"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("dlq", "DLQ (parked, retrying, dead)"),
+            ("unfinished", "Unfinished (pending too)"),
+            ("no_connection", "Parked: no connection for Terra user"),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == "dlq":
+            return queryset.filter(state__in=DLQ_STATES)
+        if self.value() == "unfinished":
+            return queryset.filter(state__in=(RawEventState.PENDING, *DLQ_STATES))
+        if self.value() == "no_connection":
+            return queryset.filter(state=RawEventState.PARKED, process_error=NO_CONNECTION_ERROR)
+        return queryset
+
+
+class ReceivedFilter(admin.SimpleListFilter):
+    title = "received"
+    parameter_name = "received"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("1h", "last hour"),
+            ("24h", "last 24 h"),
+            ("7d", "last 7 days"),
+            ("old", "older than 24 h"),
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == "old":
+            return queryset.filter(received_at__lt=timezone.now() - timedelta(hours=24))
+        if value:
+            try:
+                return queryset.filter(received_at__gte=timezone.now() - parse_age(value))
+            except ValueError:
+                return queryset
+        return queryset
+
+
+class TraceInline(admin.TabularInline):
+    """The row's journey, oldest first: a timeline on the raw event's page."""
+
+    model = TraceEvent
+    fields = ("created_at", "level", "event", "duration_ms", "data", "request_id")
+    readonly_fields = fields
+    ordering = ("created_at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(RawEvent)
+class RawEventAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "state_badge",
+        "event_type",
+        "provider",
+        "user_link",
+        "terra_user_id",
+        "age",
+        "error_short",
+        "attempts",
+    )
+    list_display_links = ("id",)
+    list_filter = (TriageFilter, "state", ReceivedFilter, "event_type", "provider")
+    search_fields = ("=terra_user_id", "=reference_id", "=request_id")
+    search_help_text = "exact Terra user id, reference id or request id"
+    list_select_related = ("user",)
+    show_full_result_count = False
+    list_per_page = 50
+    ordering = ("-received_at", "-id")
+    date_hierarchy = None
+    actions = ["replay_selected", "mark_skipped"]
+    inlines = [TraceInline]
+    change_list_template = "admin/ingest/rawevent/change_list.html"
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "state_badge",
+                    "event_type",
+                    "provider",
+                    "user_link",
+                    "terra_user_id",
+                    "reference_id",
+                    "request_id",
+                    "links",
+                )
+            },
+        ),
+        (
+            "Processing",
+            {
+                "fields": (
+                    "received_at",
+                    "processed_at",
+                    "attempts",
+                    "next_attempt_at",
+                    "process_error",
+                    "signature_verified",
+                    "dedup_key",
+                )
+            },
+        ),
+        ("Payload", {"fields": ("pretty_payload",)}),
+    )
+    readonly_fields = (
+        "state_badge",
+        "event_type",
+        "provider",
+        "user_link",
+        "terra_user_id",
+        "reference_id",
+        "request_id",
+        "links",
+        "received_at",
+        "processed_at",
+        "attempts",
+        "next_attempt_at",
+        "process_error",
+        "signature_verified",
+        "dedup_key",
+        "pretty_payload",
+    )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # The page stays viewable; nothing on a raw event is edited by hand.
+        return False
+
+    def get_urls(self):
+        return [
+            path(
+                "drain/",
+                self.admin_site.admin_view(admin_pages.drain_view),
+                name="ingest_rawevent_drain",
+            ),
+            *super().get_urls(),
+        ]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # Links from the user overview, connections and the dashboard filter on these.
+        if lookup in ("user__username", "terra_user_id", "reference_id", "request_id"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_actions(self, request):
+        # Actions run for users who may view raw events (change is disabled for everyone).
+        actions = super().get_actions(request)
+        return actions if request.user.is_staff else {}
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, obj):
+        return format_html(
+            '<strong style="color:{}">{}</strong>', STATE_COLOURS.get(obj.state, "#000"), obj.state
+        )
+
+    @admin.display(description="user")
+    def user_link(self, obj):
+        return user_overview_link(obj.user)
+
+    @admin.display(description="age", ordering="received_at")
+    def age(self, obj):
+        return timesince(obj.received_at).split(",")[0]
+
+    @admin.display(description="error")
+    def error_short(self, obj):
+        if not obj.process_error:
+            return ""
+        text = obj.process_error
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="links")
+    def links(self, obj):
+        traces = reverse("admin:ingest_traceevent_changelist") + f"?raw_event__id__exact={obj.pk}"
+        by_request = ""
+        if obj.request_id:
+            by_request = format_html(
+                ' · <a href="{}?request_id={}">all traces of request {}</a>',
+                reverse("admin:ingest_traceevent_changelist"),
+                obj.request_id,
+                obj.request_id,
+            )
+        return format_html(
+            '<a href="{}">traces of this event</a>{} · <a href="/v1/admin/raw-events/{}">JSON</a>',
+            traces,
+            by_request,
+            obj.pk,
+        )
+
+    @admin.display(description="payload")
+    def pretty_payload(self, obj):
+        text = json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False)
+        return format_html(
+            '<pre style="max-height:40em;overflow:auto;white-space:pre-wrap">{}</pre>', text
+        )
+
+    @admin.action(description="Replay selected raw events…")
+    def replay_selected(self, request, queryset):
+        if request.POST.get("confirm") == "yes":
+            ids = list(queryset.values_list("pk", flat=True))
+            count = raw_events_replay(ids=ids, request=request)
+            self.message_user(request, f"Replayed {count} raw event(s).", messages.SUCCESS)
+            return None
+        return admin_pages.confirm_action(
+            request,
+            self,
+            queryset,
+            action="replay_selected",
+            title="Replay raw events",
+            explanation=(
+                "Each row goes back to pending with a fresh attempt budget and is handed to "
+                "the consumer again. Normalizers are replay-safe: processed rows converge."
+            ),
+        )
+
+    @admin.action(description="Mark selected as skipped (with a reason)…")
+    def mark_skipped(self, request, queryset):
+        eligible = queryset.filter(state__in=SKIPPABLE_STATES)
+        reason = request.POST.get("reason", "").strip()
+        if request.POST.get("confirm") == "yes" and reason:
+            ids = list(eligible.values_list("pk", flat=True))
+            count = raw_events_mark_skipped(ids=ids, reason=reason, request=request)
+            self.message_user(
+                request,
+                f"Marked {count} raw event(s) skipped ({queryset.count() - count} left alone: "
+                "already finished).",
+                messages.SUCCESS,
+            )
+            return None
+        if request.POST.get("confirm") == "yes":
+            self.message_user(request, "A reason is required.", messages.ERROR)
+        return admin_pages.confirm_action(
+            request,
+            self,
+            eligible,
+            action="mark_skipped",
+            title="Mark raw events skipped",
+            explanation=(
+                "Unfinished rows (pending, parked, retrying, dead) are acknowledged without "
+                "storing anything: state skipped, error skipped:manual:<reason>. Finished rows "
+                "are left alone."
+            ),
+            ask_reason=True,
+            ignored=queryset.count() - eligible.count(),
+        )
+
+
+@admin.register(TerraConnection)
+class TerraConnectionAdmin(admin.ModelAdmin):
+    list_display = (
+        "terra_user_id",
+        "user_link",
+        "provider",
+        "active",
+        "created_at",
+        "last_webhook_at",
+        "deactivated_at",
+    )
+    list_filter = ("provider", ("deactivated_at", admin.EmptyFieldListFilter))
+    search_fields = ("=terra_user_id", "user__username", "=reference_id")
+    list_select_related = ("user",)
+    show_full_result_count = False
+    readonly_fields = (
+        "user_link",
+        "terra_user_id",
+        "provider",
+        "reference_id",
+        "scopes",
+        "created_at",
+        "updated_at",
+        "deactivated_at",
+        "last_webhook_at",
+        "actions_links",
+    )
+    fields = readonly_fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "<int:connection_id>/backfill/",
+                view(admin_pages.backfill_view),
+                name="ingest_terraconnection_backfill",
+            ),
+            path("users/", view(admin_pages.user_lookup_view), name="ingest_user_lookup"),
+            path(
+                "users/<str:username>/",
+                view(admin_pages.user_overview_view),
+                name="ingest_user_overview",
+            ),
+            path(
+                "users/<str:username>/wipe/",
+                view(admin_pages.user_wipe_view),
+                name="ingest_user_wipe",
+            ),
+            *super().get_urls(),
+        ]
+
+    @admin.display(boolean=True, description="active")
+    def active(self, obj):
+        return obj.is_active
+
+    @admin.display(description="user")
+    def user_link(self, obj):
+        return user_overview_link(obj.user)
+
+    @admin.display(description="actions")
+    def actions_links(self, obj):
+        return format_html(
+            '<a class="button" href="{}">Backfill N days…</a> '
+            '<a href="{}?terra_user_id={}">raw events</a>',
+            reverse("admin:ingest_terraconnection_backfill", args=[obj.pk]),
+            reverse("admin:ingest_rawevent_changelist"),
+            obj.terra_user_id,
+        )
+
+
+@admin.register(TraceEvent)
+class TraceEventAdmin(admin.ModelAdmin):
+    list_display = (
+        "created_at",
+        "level",
+        "event",
+        "raw_event_link",
+        "user",
+        "duration_ms",
+        "request_id",
+        "data",
+    )
+    list_filter = ("level", "event")
+    search_fields = ("=request_id",)
+    list_select_related = ("user", "raw_event")
+    show_full_result_count = False
+    ordering = ("-created_at", "-id")
+    readonly_fields = [f.name for f in TraceEvent._meta.fields]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # Links from a raw event and the dashboard filter on these.
+        if lookup in ("raw_event__id__exact", "request_id", "user__username"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="raw event")
+    def raw_event_link(self, obj):
+        if obj.raw_event_id is None:
+            return "—"
+        return format_html(
+            '<a href="{}">#{}</a>',
+            reverse("admin:ingest_rawevent_change", args=[obj.raw_event_id]),
+            obj.raw_event_id,
+        )
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "user_link",
+        "days",
+        "start_date",
+        "end_date",
+        "requests",
+        "chunks_received",
+        "rows_normalized",
+        "created_at",
+    )
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+    show_full_result_count = False
+    readonly_fields = [f.name for f in ImportJob._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="user")
+    def user_link(self, obj):
+        return user_overview_link(obj.user)
+
+    @admin.display(description="requests (failed)")
+    def requests(self, obj):
+        requested = obj.requested or []
+        failed = sum(1 for r in requested if r.get("status") != "requested")
+        return f"{len(requested)} ({failed})"

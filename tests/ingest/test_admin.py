@@ -1,0 +1,196 @@
+"""The ingest console through the Django test client as staff: lists and filters, raw event page,
+actions with confirmation pages (replay, mark skipped), drain, backfill, user overview and wipe,
+and the dashboard at the admin index."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from ingest.models import RawEvent, RawEventState, TerraConnection
+from ingest.traces import trace_write
+from ops.models import AuditLog
+from tests.factories import RawEventFactory, TerraConnectionFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/ingest/rawevent/"
+
+
+@pytest.fixture
+def console(client, staff):
+    client.force_login(staff)
+    return client
+
+
+def test_raw_event_list_filters_and_search(console, alice):
+    dead = RawEventFactory(state="dead", process_error="KeyError", user=alice, request_id="rq-9")
+    RawEventFactory(state="processed", event_type="sleep")
+    RawEventFactory(state="skipped", process_error="skipped:athlete")
+    page = console.get(CHANGELIST + "?triage=dlq").content.decode()
+    assert f">{dead.pk}<" in page and "KeyError" in page and "alice" in page
+    assert "skipped:athlete" not in page
+    for query in ("state__exact=dead", "q=rq-9", "received=24h", "event_type__exact=daily"):
+        response = console.get(f"{CHANGELIST}?{query}")
+        assert response.status_code == 200, query
+        assert f"/admin/ingest/rawevent/{dead.pk}/change/" in response.content.decode()
+    assert f"/rawevent/{dead.pk}/" not in console.get(CHANGELIST + "?q=nope").content.decode()
+
+
+def test_raw_event_list_has_no_n_plus_1(console):
+    users = [UserFactory() for _ in range(3)]
+    for i in range(30):
+        RawEventFactory(state="dead", user=users[i % 3])
+    with CaptureQueriesContext(connection) as few:
+        console.get(CHANGELIST)
+    for _ in range(30):
+        RawEventFactory(state="parked", user=UserFactory())
+    with CaptureQueriesContext(connection) as more:
+        console.get(CHANGELIST)
+    assert len(more) == len(few)
+
+
+def test_raw_event_page_shows_pretty_payload_and_links_to_traces_and_user(console, alice):
+    row = RawEventFactory(
+        payload={"type": "daily", "data": [{"steps": 5}]}, user=alice, request_id="rq-1"
+    )
+    trace_write("webhook_received", raw_event_id=row.pk, request_id="rq-1")
+    page = console.get(f"/admin/ingest/rawevent/{row.pk}/change/").content.decode()
+    assert "&quot;steps&quot;: 5" in page  # indented JSON, escaped
+    assert f"/admin/ingest/traceevent/?raw_event__id__exact={row.pk}" in page
+    assert "/admin/ingest/terraconnection/users/alice/" in page
+    assert "webhook_received" in page  # the trace timeline inline
+    traces = console.get(f"/admin/ingest/traceevent/?raw_event__id__exact={row.pk}")
+    assert traces.status_code == 200 and "webhook_received" in traces.content.decode()
+
+
+def test_replay_action_confirms_then_replays_with_audit(console):
+    rows = [RawEventFactory(state="dead", process_error="boom") for _ in range(2)]
+    ids = [str(r.pk) for r in rows]
+    data = {"action": "replay_selected", ACTION_CHECKBOX_NAME: ids}
+    confirm = console.post(CHANGELIST, data)
+    assert confirm.status_code == 200
+    assert "Replay raw events" in confirm.content.decode()
+    assert RawEvent.objects.filter(state="dead").count() == 2  # nothing yet
+    done = console.post(CHANGELIST, {**data, "confirm": "yes"}, follow=True)
+    assert "Replayed 2 raw event(s)." in done.content.decode()
+    assert RawEvent.objects.filter(state="pending").count() == 2
+    assert AuditLog.objects.get(action="raw_events.replay").actor == "user:charlie"
+
+
+def test_mark_skipped_needs_a_reason_and_leaves_finished_rows(console):
+    dead = RawEventFactory(state="dead", process_error="boom")
+    done = RawEventFactory(state="processed")
+    data = {"action": "mark_skipped", ACTION_CHECKBOX_NAME: [dead.pk, done.pk]}
+    page = console.post(CHANGELIST, data).content.decode()
+    assert "Reason (required)" in page and "1 selected row(s) are not eligible" in page
+    console.post(CHANGELIST, {**data, "confirm": "yes", "reason": ""})
+    dead.refresh_from_db()
+    assert dead.state == "dead"
+    result = console.post(
+        CHANGELIST, {**data, "confirm": "yes", "reason": "bad device data"}, follow=True
+    )
+    assert "Marked 1 raw event(s) skipped (1 left alone" in result.content.decode()
+    dead.refresh_from_db()
+    done.refresh_from_db()
+    assert dead.state == RawEventState.SKIPPED
+    assert dead.process_error == "skipped:manual:bad device data"
+    assert done.state == RawEventState.PROCESSED
+    audit = AuditLog.objects.get(action="raw_events.mark_skipped")
+    assert audit.metadata["changed"] == 1
+
+
+def test_drain_page_confirms_then_drains(console):
+    RawEventFactory(state="pending")
+    RawEventFactory(state="parked", process_error="no_connection_for_terra_user")
+    page = console.get("/admin/ingest/rawevent/drain/").content.decode()
+    assert "<strong>1</strong> row(s) match" in page
+    result = console.post(
+        "/admin/ingest/rawevent/drain/", {"limit": 100, "include_no_connection": "on"}, follow=True
+    )
+    assert "Drain picked 2 raw event(s)" in result.content.decode()
+    assert AuditLog.objects.get(action="raw_events.drain").actor == "user:charlie"
+
+
+def test_connection_backfill_n_days(console, alice, terra):
+    conn = TerraConnectionFactory(user=alice, terra_user_id="t-a")
+    page = console.get(f"/admin/ingest/terraconnection/{conn.pk}/change/").content.decode()
+    assert f"/admin/ingest/terraconnection/{conn.pk}/backfill/" in page
+    form = console.get(f"/admin/ingest/terraconnection/{conn.pk}/backfill/")
+    assert "Request backfill" in form.content.decode()
+    assert (
+        console.post(f"/admin/ingest/terraconnection/{conn.pk}/backfill/", {"days": 0}).status_code
+        == 200
+    )
+    assert not terra.requests
+    result = console.post(
+        f"/admin/ingest/terraconnection/{conn.pk}/backfill/", {"days": 14}, follow=True
+    )
+    assert "Requested 4 of 4 backfill(s) of 14 day(s) for t-a." in result.content.decode()
+    assert len(terra.requests) == 4
+    audit = AuditLog.objects.get(action="terra_connection.backfill")
+    assert audit.metadata["days"] == 14
+
+
+def test_user_overview_and_wipe_with_confirmation(console, alice):
+    TerraConnectionFactory(user=alice, terra_user_id="t-a")
+    RawEventFactory(terra_user_id="t-a", state="parked", process_error="x")
+    page = console.get("/admin/ingest/terraconnection/users/alice/").content.decode()
+    assert "t-a" in page and "1 in the DLQ" in page and "Wipe all data" in page
+    confirm = console.get("/admin/ingest/terraconnection/users/alice/wipe/").content.decode()
+    assert "<td>terra_connections</td><td>1</td>" in confirm
+    assert "<td>raw_events</td><td>1</td>" in confirm
+    wrong = console.post(
+        "/admin/ingest/terraconnection/users/alice/wipe/", {"confirm_username": "bob"}
+    )
+    assert wrong.status_code == 200 and type(alice).objects.filter(username="alice").exists()
+    done = console.post(
+        "/admin/ingest/terraconnection/users/alice/wipe/",
+        {"confirm_username": "alice"},
+        follow=True,
+    )
+    assert "Wiped alice" in done.content.decode()
+    assert not type(alice).objects.filter(username="alice").exists()
+    assert not TerraConnection.objects.exists() and not RawEvent.objects.exists()
+    assert AuditLog.objects.get(action="user.wipe").actor == "user:charlie"
+
+
+def test_unknown_user_page_is_404(console):
+    assert console.get("/admin/ingest/terraconnection/users/nobody/").status_code == 404
+    lookup = console.get("/admin/ingest/terraconnection/users/?username=alice")
+    assert lookup.status_code == 302 and lookup["Location"].endswith("/users/alice/")
+
+
+def test_wipe_needs_delete_user_permission(client, alice):
+    limited = UserFactory(username="viewer", is_staff=True)
+    client.force_login(limited)
+    assert client.get("/admin/ingest/terraconnection/users/alice/wipe/").status_code == 403
+
+
+def test_dashboard_at_the_admin_index(console):
+    now = timezone.now()
+    RawEventFactory(state="processed")
+    RawEventFactory(state="dead", received_at=now - timedelta(hours=3))
+    RawEventFactory(state="parked", received_at=now - timedelta(days=3))
+    trace_write("drain_run", data={"selected": 3})
+    page = console.get("/admin/").content.decode()
+    assert "Ingest — last 24 hours" in page
+    assert "<strong>2</strong> raw events received" in page
+    assert "DLQ: 2" in page
+    assert "<svg" in page and "<rect" in page and "cdn" not in page.lower()
+    assert "events</title>" in page
+    assert "{&#x27;selected&#x27;: 3}" in page or "selected" in page
+
+
+def test_imports_and_traces_lists_render(console, alice):
+    from ingest.models import ImportJob
+
+    ImportJob.objects.create(
+        user=alice, days=3, start_date=timezone.now().date(), end_date=timezone.now().date()
+    )
+    trace_write("normalized", user_id=alice.pk, request_id="rq-x")
+    assert console.get("/admin/ingest/importjob/").status_code == 200
+    assert "rq-x" in console.get("/admin/ingest/traceevent/?request_id=rq-x").content.decode()
