@@ -1,3 +1,52 @@
-"""workflows routes."""
+"""workflows routes: the /v1/workflows API (views in workflows/http/views.py).
 
-urlpatterns: list = []
+`_runner/tick` comes first: "_runner" is a valid workflow name. `instances/batch` comes before
+`instances/<id>`, so an instance literally named "batch" is only reachable through the list.
+"""
+
+from django.urls import path
+
+from workflows.http import views
+
+ACTIONS = ("pause", "resume", "terminate", "restart")
+INSTANCE = "v1/workflows/<str:name>/instances/<str:instance_id>"
+
+urlpatterns = [
+    path("v1/workflows", views.WorkflowListView.as_view(), name="workflows-list"),
+    path("v1/workflows/_runner/tick", views.RunnerTickView.as_view(), name="workflows-tick"),
+    path(
+        "v1/workflows/<str:name>/instances",
+        views.InstanceListCreateView.as_view(),
+        name="workflows-instances",
+    ),
+    path(
+        "v1/workflows/<str:name>/instances/batch",
+        views.InstanceBatchView.as_view(),
+        name="workflows-instances-batch",
+    ),
+    path(INSTANCE, views.InstanceDetailView.as_view(), name="workflows-instance"),
+    *[
+        path(
+            f"{INSTANCE}/{action}",
+            views.InstanceActionView.as_view(action=action),
+            name=f"workflows-instance-{action}",
+        )
+        for action in ACTIONS
+    ],
+    path(f"{INSTANCE}/events", views.InstanceEventView.as_view(), name="workflows-instance-events"),
+    path(
+        f"{INSTANCE}/history",
+        views.InstanceHistoryView.as_view(),
+        name="workflows-instance-history",
+    ),
+    path(
+        "v1/workflows/<str:name>/versions/active",
+        views.ActiveVersionView.as_view(),
+        name="workflows-version-active",
+    ),
+    path(
+        "v1/workflows/<str:name>/versions/<int:version>/activate",
+        views.ActivateVersionView.as_view(),
+        name="workflows-version-activate",
+    ),
+]

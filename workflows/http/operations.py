@@ -1,0 +1,210 @@
+"""Operator operations shared by the HTTP API, the admin console and `manage.py workflows`:
+each calls one engine service and writes one audit row that says how it went.
+
+Why audit here and not only in the engine: the row must carry what only the caller knows (the
+idempotency key, whether the answer was a deduplicated replay) and failed attempts must be
+recorded too — a refused terminate is exactly what an incident review wants to see. The engine
+services are therefore called without actor/request (they write no row of their own), except
+`workflow_version_activate`, which always writes one: there we complete that row instead of
+adding a second.
+"""
+
+from django.db.models import Max
+
+from ops.errors import ApiError
+from ops.models import AuditLog
+from ops.services import audit_log_write
+from workflows import runner, selectors, services
+from workflows.models import WorkflowInstance
+
+ACTIONS = {
+    "pause": services.instance_pause,
+    "resume": services.instance_resume,
+    "terminate": services.instance_terminate,
+    "restart": services.instance_restart,
+}
+
+
+def instance_resource(workflow_name: str, instance_id: str | None = None) -> str:
+    # Same shape as the engine's own audit rows, so one filter finds both.
+    if instance_id is None:
+        return f"workflow:{workflow_name}"
+    return f"workflow_instance:{workflow_name}/{instance_id}"
+
+
+def audit(
+    *,
+    action: str,
+    resource: str,
+    request=None,
+    actor: str | None = None,
+    result: str = "ok",
+    metadata: dict | None = None,
+    deduplicated: bool = False,
+) -> None:
+    audit_log_write(
+        action=action,
+        resource=resource,
+        result=result,
+        request=request,
+        actor=actor,
+        metadata=metadata,
+        idempotency_key=getattr(request, "idempotency_key", "") or "",
+        deduplicated=deduplicated,
+    )
+
+
+class audited:  # noqa: N801 - reads as a statement: `with audited(...):`
+    """Context manager: writes the audit row after the block, with result "ok" or the code of
+    the ApiError (WorkflowError included) that escaped it."""
+
+    def __init__(self, *, action: str, resource: str, request=None, actor=None, metadata=None):
+        self.kwargs = {"action": action, "resource": resource, "request": request, "actor": actor}
+        self.metadata = dict(metadata or {})
+
+    def __enter__(self):
+        return self.metadata  # the block may add facts (created ids) to the row
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            audit(**self.kwargs, metadata=self.metadata)
+        elif isinstance(exc, ApiError):
+            audit(**self.kwargs, result=exc.code, metadata={**self.metadata, "error": exc.message})
+        return False
+
+
+def instance_action(*, instance: WorkflowInstance, action: str, request=None, actor=None):
+    """pause | resume | terminate | restart one instance; returns the fresh row."""
+    with audited(
+        action=f"workflow_instance.{action}",
+        resource=instance_resource(instance.workflow_name, instance.instance_id),
+        request=request,
+        actor=actor,
+    ):
+        return ACTIONS[action](instance=instance)
+
+
+def instance_create(*, workflow_name: str, instance_id=None, params=None, request=None, actor=None):
+    with audited(
+        action="workflow_instance.create",
+        resource=instance_resource(workflow_name, instance_id),
+        request=request,
+        actor=actor,
+    ) as facts:
+        instance = services.instance_create(
+            workflow_name=workflow_name, instance_id=instance_id, params=params
+        )
+        facts["instance_id"] = instance.instance_id
+        return instance
+
+
+def instance_create_batch(*, workflow_name: str, items: list[dict], request=None, actor=None):
+    with audited(
+        action="workflow_instance.create_batch",
+        resource=instance_resource(workflow_name),
+        request=request,
+        actor=actor,
+        metadata={"requested": len(items)},
+    ) as facts:
+        created = services.instance_create_batch(workflow_name=workflow_name, items=items)
+        facts["created"] = [i.instance_id for i in created]
+        return created
+
+
+def event_send(
+    *, instance: WorkflowInstance, event_type: str, payload=None, request=None, actor=None
+):
+    with audited(
+        action="workflow_instance.send_event",
+        resource=instance_resource(instance.workflow_name, instance.instance_id),
+        request=request,
+        actor=actor,
+        metadata={"type": event_type},
+    ):
+        return services.instance_send_event(instance=instance, type=event_type, payload=payload)
+
+
+def version_activate(*, workflow_name: str, version: int, request=None, actor=None):
+    action, resource = "workflow.version_activate", instance_resource(workflow_name)
+    before = AuditLog.objects.aggregate(last=Max("id"))["last"] or 0
+    try:
+        deployment = services.workflow_version_activate(
+            name=workflow_name, version=version, actor=actor, request=request
+        )
+    except ApiError as exc:
+        audit(
+            action=action,
+            resource=resource,
+            request=request,
+            actor=actor,
+            result=exc.code,
+            metadata={"version": version, "error": exc.message},
+        )
+        raise
+    # The engine wrote the success row in its transaction; add what only we know.
+    written = AuditLog.objects.filter(pk__gt=before, action=action, resource=resource)
+    if not written.update(idempotency_key=getattr(request, "idempotency_key", "") or ""):
+        audit(
+            action=action,
+            resource=resource,
+            request=request,
+            actor=actor,
+            metadata={"version": version},
+        )
+    return deployment
+
+
+def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=None) -> int:
+    with audited(
+        action="workflow.runner_tick", resource="workflow_runner", request=request, actor=actor
+    ) as facts:
+        processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
+        facts["processed"] = processed
+        return processed
+
+
+def timeline(*, instance: WorkflowInstance, run_number: int) -> list[dict]:
+    """Steps, events and logs of one run merged by time, for the console's instance page."""
+    history = selectors.instance_history(instance=instance, run_number=run_number)
+    entries = []
+    for step in history["steps"]:
+        detail = step.error if step.error else step.result
+        entries.append(
+            {
+                "at": step.started_at,
+                "kind": f"step ({step.type})",
+                "title": step.name,
+                "status": f"{step.status}, attempts {step.attempts}",
+                "detail": _pretty(detail),
+            }
+        )
+    for event in history["events"]:
+        consumed = f"consumed by {event.consumed_by_step!r}" if event.consumed_at else "pending"
+        entries.append(
+            {
+                "at": event.created_at,
+                "kind": "event",
+                "title": event.type,
+                "status": consumed,
+                "detail": _pretty(event.payload),
+            }
+        )
+    for log in history["logs"][:1000]:
+        where = f" [{log.step_name}#{log.attempt}]" if log.step_name else ""
+        entries.append(
+            {
+                "at": log.created_at,
+                "kind": f"log ({log.category})",
+                "title": log.message + where,
+                "status": log.level,
+                "detail": _pretty(log.data),
+                "is_replay": log.is_replay,
+            }
+        )
+    return sorted(entries, key=lambda e: e["at"])
+
+
+def _pretty(value) -> str:
+    import json
+
+    return "" if value is None else json.dumps(value, indent=2, sort_keys=True, default=str)

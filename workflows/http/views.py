@@ -1,0 +1,329 @@
+"""HTTP API under /v1/workflows (routes in workflows/urls.py; rules in docs/workflows/http.md).
+
+Each view parses with the serializer next to it, calls a selector or an operation
+(workflows.http.operations: engine service + audit row) and renders. Scopes and policies come
+from permissions.py; Idempotency-Key from ops.idempotency; engine refusals map to HTTP statuses
+in one table, STATUS_BY_CODE.
+"""
+
+import functools
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ops.idempotency import idempotent
+from workflows import selectors, services
+from workflows.authoring import registry
+from workflows.errors import WorkflowError
+from workflows.http import operations, schema  # noqa: F401 - registers the auth schemes
+from workflows.http import serializers as s
+from workflows.http.pagination import keyset_page
+from workflows.http.permissions import workflows_permission
+from workflows.models import WorkflowDeployment
+
+# The HTTP contract of every engine refusal (issue 6); unknown codes keep the engine's hint.
+STATUS_BY_CODE = {
+    "workflow_not_found": 404,
+    "version_not_found": 404,
+    "instance_not_found": 404,
+    "instance_id_already_exists": 409,
+    "no_active_deployment": 409,
+    "instance_terminal": 409,
+    "invalid_instance_id": 400,
+    "invalid_event_type": 400,
+    "invalid_payload": 400,
+    "invalid_duration": 400,
+    "invalid_step": 400,
+    "invalid_workflow": 400,
+}
+
+ERRORS = {code: s.ErrorSerializer for code in (400, 401, 403, 404, 409)}
+
+
+def idempotency_header(required: bool) -> OpenApiParameter:
+    return OpenApiParameter(
+        "Idempotency-Key",
+        OpenApiTypes.STR,
+        OpenApiParameter.HEADER,
+        required=required,
+        description="1–255 visible ASCII characters; the first response is replayed for 24 h"
+        + ("" if required else " (optional: without it nothing is deduplicated)"),
+    )
+
+
+def mutation(action: str, *, key_required: bool = False):
+    """Idempotency-Key handling plus the audit row of a replayed answer (a fresh answer is
+    audited by the operation it ran)."""
+
+    def decorate(method):
+        handler = idempotent(required=key_required)(method)
+
+        @functools.wraps(method)
+        def wrapper(view, request, *args, **kwargs):
+            response = handler(view, request, *args, **kwargs)
+            if getattr(request, "idempotency_replayed", False):
+                operations.audit(
+                    action=action.format(action=getattr(view, "action", "")),
+                    resource=operations.instance_resource(
+                        kwargs.get("name", ""), kwargs.get("instance_id")
+                    ),
+                    request=request,
+                    deduplicated=True,
+                )
+            return response
+
+        return wrapper
+
+    return decorate
+
+
+class WorkflowsView(APIView):
+    """Base: one scope per HTTP method, and the engine-error → status mapping."""
+
+    scopes = {"GET": "read"}
+
+    def get_permissions(self):
+        return [workflows_permission(self.scopes.get(self.request.method, "read"))()]
+
+    def handle_exception(self, exc):
+        if isinstance(exc, WorkflowError):
+            exc.status = STATUS_BY_CODE.get(exc.code, exc.status)
+        return super().handle_exception(exc)
+
+    def instance(self):
+        return selectors.instance_get(
+            workflow_name=self.kwargs["name"], instance_id=self.kwargs["instance_id"]
+        )
+
+
+def summary(instance) -> dict:
+    return {"id": instance.instance_id, "details": selectors.instance_details(instance)}
+
+
+def active_version_body(name: str) -> dict:
+    active = services.workflow_active_version(name=name)
+    row = WorkflowDeployment.objects.filter(workflow_name=name).first()
+    return s.ActiveVersionSerializer(
+        {
+            "workflow_name": name,
+            "active_version": active,
+            "versions": registry.versions(name),
+            "updated_at": row.updated_at if row else None,
+        }
+    ).data
+
+
+class WorkflowListView(WorkflowsView):
+    @extend_schema(
+        responses={200: s.WorkflowListSerializer, **ERRORS},
+        summary="List workflows",
+        operation_id="workflows_list",
+    )
+    def get(self, request):
+        return Response(
+            s.WorkflowListSerializer({"workflows": selectors.workflow_summaries()}).data
+        )
+
+
+class InstanceListCreateView(WorkflowsView):
+    scopes = {"GET": "read", "POST": "create"}
+
+    @extend_schema(
+        parameters=[s.InstanceListQuerySerializer],
+        responses={200: s.InstanceListSerializer, **ERRORS},
+        summary="List instances, newest first",
+        operation_id="workflows_instances_list",
+    )
+    def get(self, request, name):
+        query = s.InstanceListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        rows, cursor, more = keyset_page(
+            selectors.instances_for_list(
+                workflow_name=name, status=query.validated_data.get("status")
+            ),
+            cursor=query.validated_data.get("cursor"),
+            page_size=query.validated_data["page_size"],
+            descending=True,
+            param="cursor",
+        )
+        body = {"instances": [summary(i) for i in rows], "cursor": cursor, "has_next_page": more}
+        return Response(s.InstanceListSerializer(body).data)
+
+    @extend_schema(
+        request=s.InstanceCreateSerializer,
+        parameters=[idempotency_header(True)],
+        responses={201: s.InstanceSummarySerializer, **ERRORS},
+        summary="Create an instance",
+        operation_id="workflows_instances_create",
+    )
+    @mutation("workflow_instance.create", key_required=True)
+    def post(self, request, name):
+        body = s.InstanceCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        instance = operations.instance_create(
+            workflow_name=name,
+            instance_id=body.validated_data.get("id"),
+            params=body.validated_data.get("params"),
+            request=request,
+        )
+        return Response(s.InstanceSummarySerializer(summary(instance)).data, status=201)
+
+
+class InstanceBatchView(WorkflowsView):
+    scopes = {"POST": "create"}
+
+    @extend_schema(
+        request=s.InstanceBatchSerializer,
+        parameters=[idempotency_header(True)],
+        responses={201: s.InstanceBatchResultSerializer, **ERRORS},
+        summary="Create up to 100 instances; existing ids are skipped",
+        operation_id="workflows_instances_batch",
+    )
+    @mutation("workflow_instance.create_batch", key_required=True)
+    def post(self, request, name):
+        body = s.InstanceBatchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        created = operations.instance_create_batch(
+            workflow_name=name, items=body.validated_data["instances"], request=request
+        )
+        result = {"instances": [summary(i) for i in created]}
+        return Response(s.InstanceBatchResultSerializer(result).data, status=201)
+
+
+class InstanceDetailView(WorkflowsView):
+    @extend_schema(
+        responses={200: s.InstanceDetailSerializer, **ERRORS},
+        summary="Get an instance",
+        operation_id="workflows_instance_get",
+    )
+    def get(self, request, name, instance_id):
+        instance = self.instance()
+        body = {**summary(instance), "meta": selectors.instance_meta(instance)}
+        return Response(s.InstanceDetailSerializer(body).data)
+
+
+class InstanceActionView(WorkflowsView):
+    """pause | resume | terminate | restart (as_view(action=...))."""
+
+    scopes = {"POST": "manage"}
+    action = "pause"
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.ActionResultSerializer, **ERRORS},
+    )
+    @mutation("workflow_instance.{action}")
+    def post(self, request, name, instance_id):
+        instance = operations.instance_action(
+            instance=self.instance(), action=self.action, request=request
+        )
+        body = {"ok": True, "details": selectors.instance_details(instance)}
+        return Response(s.ActionResultSerializer(body).data)
+
+
+class InstanceEventView(WorkflowsView):
+    scopes = {"POST": "events"}
+
+    @extend_schema(
+        request=s.EventCreateSerializer,
+        parameters=[idempotency_header(False)],
+        responses={200: s.EventResultSerializer, **ERRORS},
+        summary="Send an event to an instance",
+        operation_id="workflows_instance_event",
+    )
+    @mutation("workflow_instance.send_event")
+    def post(self, request, name, instance_id):
+        body = s.EventCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        instance = self.instance()
+        operations.event_send(
+            instance=instance,
+            event_type=body.validated_data["type"],
+            payload=body.validated_data.get("payload"),
+            request=request,
+        )
+        instance.refresh_from_db()
+        return Response(
+            s.EventResultSerializer({"details": selectors.instance_details(instance)}).data
+        )
+
+
+class InstanceHistoryView(WorkflowsView):
+    @extend_schema(
+        parameters=[s.HistoryQuerySerializer],
+        responses={200: s.HistorySerializer, **ERRORS},
+        summary="Steps, events and (optionally) logs of one run, each with its own cursor",
+        operation_id="workflows_instance_history",
+    )
+    def get(self, request, name, instance_id):
+        query = s.HistoryQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        instance = self.instance()
+        run = q.get("run_number") or instance.run_number
+        lists = {
+            "steps": selectors.instance_steps(instance=instance, run_number=run),
+            "events": selectors.instance_events(instance=instance, run_number=run),
+        }
+        if q["include_logs"]:
+            lists["logs"] = selectors.instance_logs(
+                instance=instance,
+                run_number=run,
+                level=q.get("log_level"),
+                category=q.get("log_category"),
+            )
+        body = {"run_number": run}
+        for kind, queryset in lists.items():
+            body[kind], body[f"{kind}_cursor"], body[f"{kind}_has_next_page"] = keyset_page(
+                queryset,
+                cursor=q.get(f"{kind}_cursor"),
+                page_size=q["page_size"],
+                descending=q["order"] == "desc",
+                param=f"{kind}_cursor",
+            )
+        return Response(s.HistorySerializer(body).data)
+
+
+class RunnerTickView(WorkflowsView):
+    scopes = {"POST": "tick"}
+
+    @extend_schema(
+        request=s.TickSerializer,
+        responses={200: s.TickResultSerializer, **ERRORS},
+        summary="Run due workflow work once in this process",
+        operation_id="workflows_runner_tick",
+    )
+    def post(self, request):
+        body = s.TickSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        processed = operations.runner_tick(**body.validated_data, request=request)
+        return Response({"processed": processed})
+
+
+class ActiveVersionView(WorkflowsView):
+    @extend_schema(
+        responses={200: s.ActiveVersionSerializer, **ERRORS},
+        summary="The active version",
+        operation_id="workflows_version_active",
+    )
+    def get(self, request, name):
+        return Response(active_version_body(name))
+
+
+class ActivateVersionView(WorkflowsView):
+    scopes = {"POST": "manage"}
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.ActiveVersionSerializer, **ERRORS},
+        summary="Activate (or roll back to) a version",
+        operation_id="workflows_version_activate",
+    )
+    @mutation("workflow.version_activate")
+    def post(self, request, name, version):
+        operations.version_activate(workflow_name=name, version=version, request=request)
+        return Response(active_version_body(name))
