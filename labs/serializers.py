@@ -34,6 +34,22 @@ class BiomarkerWideSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class UploadRequestSerializer(serializers.Serializer):
+    """Documents the multipart body: one `file` part (PDF, PNG or JPEG)."""
+
+    file = serializers.FileField()
+
+
+class UploadFailedSerializer(serializers.Serializer):
+    """502: stored, but Terra refused it or was unreachable."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    upload_id = serializers.UUIDField()
+    storage_key = serializers.CharField()
+    terra_status = serializers.CharField()
+
+
 class UploadAcceptedSerializer(serializers.Serializer):
     """Documents POST /v1/labs/upload's 200 answer for the OpenAPI schema."""
 

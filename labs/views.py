@@ -10,11 +10,13 @@ from rest_framework.views import APIView
 
 from labs import services
 from labs.filters import BiomarkerWideFilter
-from labs.models import BiomarkerWide
+from labs.models import BiomarkerWide, LabUpload
 from labs.serializers import (
     BiomarkerWideSerializer,
     LabUploadSerializer,
     UploadAcceptedSerializer,
+    UploadFailedSerializer,
+    UploadRequestSerializer,
 )
 from labs.upload import LabErrorCode, install_upload_handlers, lab_file_from_request
 from ops.auth import IsEndUser
@@ -40,7 +42,12 @@ class LabUploadView(APIView):
         install_upload_handlers(request)  # before authentication can touch request.POST
         return super().initialize_request(request, *args, **kwargs)
 
-    @extend_schema(request=None, responses={200: UploadAcceptedSerializer})
+    @extend_schema(
+        tags=["labs"],
+        request={"multipart/form-data": UploadRequestSerializer},
+        responses={200: UploadAcceptedSerializer, 502: UploadFailedSerializer},
+        summary="Upload a lab report (PDF, PNG or JPEG) and forward it to Terra",
+    )
     def post(self, request):
         upload = services.lab_upload_receive(
             user=request.user, uploaded=lab_file_from_request(request)
@@ -58,8 +65,10 @@ class LabUploadView(APIView):
         return Response({"ok": True, **body, "note": SUBMITTED_NOTE})
 
 
+@extend_schema(tags=["labs"], summary="My lab uploads, newest first")
 class LabUploadListView(ListAPIView):
     permission_classes = [IsEndUser]
+    queryset = LabUpload.objects.none()  # the real one is per user: get_queryset
     serializer_class = LabUploadSerializer
     pagination_class = NewestFirst
     filter_backends: list = []
@@ -71,15 +80,17 @@ class LabUploadListView(ListAPIView):
 class LabUploadDetailView(APIView):
     permission_classes = [IsEndUser]
 
-    @extend_schema(responses={200: LabUploadSerializer})
+    @extend_schema(tags=["labs"], responses={200: LabUploadSerializer})
     def get(self, request, upload_id):
         # Another user's upload is a 404, not a 403: its existence is not disclosed.
         upload = get_object_or_404(services.lab_uploads_for(user=request.user), pk=upload_id)
         return Response(LabUploadSerializer(upload).data)
 
 
+@extend_schema(tags=["labs"], summary="My biomarkers, one row per day, one column per code")
 class BiomarkerWideView(ListAPIView):
     permission_classes = [IsEndUser]
+    queryset = BiomarkerWide.objects.none()  # the real one is per user: get_queryset
     serializer_class = BiomarkerWideSerializer
     pagination_class = NewestDayFirst
     filterset_class = BiomarkerWideFilter
