@@ -15,7 +15,7 @@ from django.core.files.uploadhandler import (
 )
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, QueryDict
-from django.http.request import RequestDataTooBig
+from django.http.request import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.utils.datastructures import MultiValueDict
 from rest_framework.exceptions import ParseError
 
@@ -133,8 +133,10 @@ def lab_file_from_request(request) -> UploadedFile:
         raise ApiError(
             400, LabErrorCode.EXPECTED_MULTIPART, f"The multipart body could not be parsed: {exc}"
         ) from None
-    except RequestDataTooBig:
+    except RequestDataTooBig:  # non-file fields past DATA_UPLOAD_MAX_MEMORY_SIZE
         raise too_large() from None
+    except (TooManyFieldsSent, TooManyFilesSent) as exc:
+        raise ApiError(400, LabErrorCode.EXPECTED_MULTIPART, str(exc)) from None
     if capped.exceeded:
         raise too_large()
     uploaded = files.get(FILE_FIELD)

@@ -5,6 +5,8 @@ import io
 import httpx
 import pytest
 from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.client import encode_multipart
 from rest_framework.test import APIClient
 
 from labs.models import LabUpload
@@ -12,6 +14,7 @@ from ops.services import user_token_create
 from tests.conftest import load_fixture
 from tests.factories import UserFactory
 from tests.labs.helpers import (
+    BOUNDARY,
     JPEG,
     MULTIPART,
     PDF,
@@ -154,6 +157,27 @@ def test_multipart_without_file_field_is_refused(user_api):
 
     assert response.status_code == 400
     assert response.json()["code"] == "missing_file_field"
+
+
+def test_oversized_text_fields_are_refused(user_api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 100
+    body = encode_multipart(BOUNDARY, {"note": "x" * 500, "file": SimpleUploadedFile("r.pdf", PDF)})
+
+    response = user_api.generic("POST", UPLOAD_URL, body, content_type=MULTIPART)
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "file_too_large"
+
+
+def test_too_many_file_parts_are_refused(user_api, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 2
+    parts = {f"extra{i}": SimpleUploadedFile(f"{i}.pdf", PDF) for i in range(3)}
+    body = encode_multipart(BOUNDARY, {**parts, "file": SimpleUploadedFile("r.pdf", PDF)})
+
+    response = user_api.generic("POST", UPLOAD_URL, body, content_type=MULTIPART)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "expected_multipart"
 
 
 def test_upload_needs_a_user_token(api, operator_api):
