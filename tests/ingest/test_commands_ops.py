@@ -94,8 +94,17 @@ def test_wipe_user_unknown_is_an_error():
 
 @pytest.fixture
 def through_django(monkeypatch):
-    """sync_pull's httpx client talks to this Django app in-process (same DB connection)."""
+    """sync_pull's httpx client talks to this Django app in-process (same DB connection).
+    Like Django's test client, keep request signals from closing the test's connection."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
     monkeypatch.setattr(sync_pull, "transport", httpx.WSGITransport(app=WSGIHandler()))
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 def test_sync_pull_mirrors_then_pulls_only_changes(alice, tmp_path, through_django):
