@@ -82,6 +82,9 @@ class LabUploadAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # deleting a row would orphan its stored file: the user wipe removes both
+
     def get_urls(self):
         download = path(
             "<uuid:upload_id>/download/",

@@ -130,13 +130,21 @@ def is_forward_failed(upload: LabUpload) -> bool:
 
 def lab_uploads_retry_forwarding(*, uploads, request=None) -> dict[str, int]:
     """Console action: forward again every upload whose forward failed (others are left alone).
-    One audit row per retried upload. Returns counts by outcome."""
+    Each upload is claimed by a compare-and-set back to pending first, so two operators retrying
+    at once forward it once. One audit row per retried upload. Returns counts by outcome."""
     counts = {"retried": 0, "submitted": 0, "failed": 0, "ignored": 0}
     for upload in uploads:
-        if not is_forward_failed(upload):
+        before = upload.terra_status
+        claimed = (
+            is_forward_failed(upload)
+            and LabUpload.objects.filter(pk=upload.pk, terra_status=before).update(
+                terra_status=PENDING, updated_at=timezone.now()
+            )
+            == 1
+        )
+        if not claimed:
             counts["ignored"] += 1
             continue
-        before = upload.terra_status
         lab_upload_forward(upload=upload)
         counts["retried"] += 1
         counts["submitted" if upload.terra_status == SUBMITTED else "failed"] += 1

@@ -6,6 +6,7 @@ from django.core.files.storage import default_storage
 from django.urls import reverse
 
 from labs.models import Biomarker, LabUpload
+from labs.services import lab_uploads_retry_forwarding
 from ops.models import AuditLog
 from tests.labs.helpers import PDF
 
@@ -135,3 +136,32 @@ def test_biomarker_changelist_filters(staff_client, alice):
         page = staff_client.get("/admin/labs/biomarker/", params)
         assert page.status_code == 200
         assert len(page.context["cl"].result_list) == 1, params
+
+
+def test_retry_forwarding_skips_an_upload_another_operator_already_took(staff_client, alice, terra):
+    failed = stored_upload(alice, status="failed:503")
+    # another console retried it between our page load and our click
+    LabUpload.objects.filter(pk=failed.pk).update(terra_status="submitted")
+
+    stale = LabUpload.objects.get(pk=failed.pk)
+    stale.terra_status = "failed:503"
+    counts = lab_uploads_retry_forwarding(uploads=[stale])
+
+    assert counts == {"retried": 0, "submitted": 0, "failed": 0, "ignored": 1}
+    assert terra.calls("POST", "/v2/lab-reports") == []
+
+
+def test_retry_that_fails_again_is_reported_as_such(staff_client, alice, terra):
+    terra.on("POST", "/v2/lab-reports", (503, {"message": "down"}))
+    failed = stored_upload(alice, status="failed:network")
+
+    response = staff_client.post(
+        CHANGELIST,
+        {"action": "retry_forwarding", "_selected_action": [failed.pk], "confirm": "yes"},
+        follow=True,
+    )
+
+    failed.refresh_from_db()
+    assert failed.terra_status == "failed:503"
+    assert "0 submitted, 1 failed again" in str(list(response.context["messages"])[0])
+    assert AuditLog.objects.get(action="lab_upload.retry_forwarding").result == "failed:503"
