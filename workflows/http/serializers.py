@@ -8,6 +8,15 @@ STATUSES = ["active", "waiting", "paused", "errored", "terminated", "complete"]
 DISPLAY_STATUSES = [*STATUSES, "version_missing"]
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only: DRF's CharField would turn 5 into "5", an id nobody sent."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
@@ -25,7 +34,7 @@ class DetailsSerializer(serializers.Serializer):
     """Cloudflare's instance status: output only once complete, error only once errored."""
 
     status = serializers.ChoiceField(choices=DISPLAY_STATUSES)
-    output = serializers.JSONField(required=False, allow_null=True)
+    output = serializers.JSONField(required=False)
     error = InstanceErrorSerializer(required=False)
 
 
@@ -63,12 +72,12 @@ class InstanceListSerializer(serializers.Serializer):
 
 
 class InstanceCreateSerializer(serializers.Serializer):
-    id = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+    id = StrictCharField(required=False, allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
 
 
 class BatchItemSerializer(serializers.Serializer):
-    id = serializers.CharField(allow_blank=True, max_length=1000)
+    id = StrictCharField(allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
 
 
@@ -105,7 +114,7 @@ class InstanceMetaSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     completed_at = serializers.DateTimeField(allow_null=True)
-    current_step = CurrentStepSerializer(required=False, allow_null=True)
+    current_step = CurrentStepSerializer(required=False)
 
 
 class InstanceDetailSerializer(serializers.Serializer):
@@ -127,7 +136,7 @@ class ActionResultSerializer(serializers.Serializer):
 
 
 class EventCreateSerializer(serializers.Serializer):
-    type = serializers.CharField(max_length=1000)
+    type = StrictCharField(max_length=1000)
     payload = serializers.JSONField(required=False, allow_null=True)
 
 

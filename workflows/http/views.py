@@ -39,6 +39,11 @@ STATUS_BY_CODE = {
     "invalid_workflow": 400,
 }
 
+ROW_SERIALIZERS = {
+    "steps": s.StepRowSerializer,
+    "events": s.EventRowSerializer,
+    "logs": s.LogRowSerializer,
+}
 ERRORS = {code: s.ErrorSerializer for code in (400, 401, 403, 404, 409)}
 
 
@@ -105,14 +110,12 @@ def summary(instance) -> dict:
 def active_version_body(name: str) -> dict:
     active = services.workflow_active_version(name=name)
     row = WorkflowDeployment.objects.filter(workflow_name=name).first()
-    return s.ActiveVersionSerializer(
-        {
-            "workflow_name": name,
-            "active_version": active,
-            "versions": registry.versions(name),
-            "updated_at": row.updated_at if row else None,
-        }
-    ).data
+    return {
+        "workflow_name": name,
+        "active_version": active,
+        "versions": registry.versions(name),
+        "updated_at": row.updated_at if row else None,
+    }
 
 
 class WorkflowListView(WorkflowsView):
@@ -122,9 +125,7 @@ class WorkflowListView(WorkflowsView):
         operation_id="workflows_list",
     )
     def get(self, request):
-        return Response(
-            s.WorkflowListSerializer({"workflows": selectors.workflow_summaries()}).data
-        )
+        return Response({"workflows": selectors.workflow_summaries()})
 
 
 class InstanceListCreateView(WorkflowsView):
@@ -149,7 +150,7 @@ class InstanceListCreateView(WorkflowsView):
             param="cursor",
         )
         body = {"instances": [summary(i) for i in rows], "cursor": cursor, "has_next_page": more}
-        return Response(s.InstanceListSerializer(body).data)
+        return Response(body)
 
     @extend_schema(
         request=s.InstanceCreateSerializer,
@@ -168,7 +169,7 @@ class InstanceListCreateView(WorkflowsView):
             params=body.validated_data.get("params"),
             request=request,
         )
-        return Response(s.InstanceSummarySerializer(summary(instance)).data, status=201)
+        return Response(summary(instance), status=201)
 
 
 class InstanceBatchView(WorkflowsView):
@@ -189,7 +190,7 @@ class InstanceBatchView(WorkflowsView):
             workflow_name=name, items=body.validated_data["instances"], request=request
         )
         result = {"instances": [summary(i) for i in created]}
-        return Response(s.InstanceBatchResultSerializer(result).data, status=201)
+        return Response(result, status=201)
 
 
 class InstanceDetailView(WorkflowsView):
@@ -201,7 +202,7 @@ class InstanceDetailView(WorkflowsView):
     def get(self, request, name, instance_id):
         instance = self.instance()
         body = {**summary(instance), "meta": selectors.instance_meta(instance)}
-        return Response(s.InstanceDetailSerializer(body).data)
+        return Response(body)
 
 
 class InstanceActionView(WorkflowsView):
@@ -221,7 +222,7 @@ class InstanceActionView(WorkflowsView):
             instance=self.instance(), action=self.action, request=request
         )
         body = {"ok": True, "details": selectors.instance_details(instance)}
-        return Response(s.ActionResultSerializer(body).data)
+        return Response(body)
 
 
 class InstanceEventView(WorkflowsView):
@@ -246,9 +247,7 @@ class InstanceEventView(WorkflowsView):
             request=request,
         )
         instance.refresh_from_db()
-        return Response(
-            s.EventResultSerializer({"details": selectors.instance_details(instance)}).data
-        )
+        return Response({"details": selectors.instance_details(instance)})
 
 
 class InstanceHistoryView(WorkflowsView):
@@ -277,14 +276,15 @@ class InstanceHistoryView(WorkflowsView):
             )
         body = {"run_number": run}
         for kind, queryset in lists.items():
-            body[kind], body[f"{kind}_cursor"], body[f"{kind}_has_next_page"] = keyset_page(
+            rows, body[f"{kind}_cursor"], body[f"{kind}_has_next_page"] = keyset_page(
                 queryset,
                 cursor=q.get(f"{kind}_cursor"),
                 page_size=q["page_size"],
                 descending=q["order"] == "desc",
                 param=f"{kind}_cursor",
             )
-        return Response(s.HistorySerializer(body).data)
+            body[kind] = ROW_SERIALIZERS[kind](rows, many=True).data
+        return Response(body)
 
 
 class RunnerTickView(WorkflowsView):
