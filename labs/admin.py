@@ -41,6 +41,20 @@ class TerraStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+class BiomarkerInline(admin.TabularInline):
+    """The markers Terra read from this upload, on its detail page."""
+
+    model = Biomarker
+    fields = ("code", "value", "value_text", "unit", "status", "measured_on", "raw_code")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(LabUpload)
 class LabUploadAdmin(admin.ModelAdmin):
     list_display = (
@@ -58,6 +72,7 @@ class LabUploadAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     show_full_result_count = False
     actions = ["retry_forwarding"]
+    inlines = [BiomarkerInline]
     fields = (
         "id",
         "user",

@@ -48,6 +48,14 @@ def test_changelist_filters_and_search(staff_client, alice, bob):
 
 def test_detail_pretty_prints_terra_response_and_links_download(staff_client, alice):
     upload = stored_upload(alice, status="failed:502")
+    Biomarker.objects.create(
+        user=alice,
+        source="terra_lab",
+        code="ferritin",
+        value=88,
+        measured_on="2026-07-01",
+        lab_upload=upload,
+    )
 
     page = staff_client.get(reverse("admin:labs_labupload_change", args=[upload.pk]))
 
@@ -55,6 +63,7 @@ def test_detail_pretty_prints_terra_response_and_links_download(staff_client, al
     assert page.status_code == 200
     assert "<pre>{\n  &quot;message&quot;: &quot;Bad Gateway&quot;," in html
     assert reverse("admin:labs_labupload_download", args=[upload.pk]) in html
+    assert "ferritin" in html  # the upload's markers, inline
 
 
 def test_staff_download_streams_the_stored_file(staff_client, alice):
