@@ -102,7 +102,8 @@ def _spool_unsized_body(request: HttpRequest) -> None:
         return
     source = request.environ["wsgi.input"] if isinstance(request, WSGIRequest) else request._stream
     limit = max_bytes() + MULTIPART_SLACK_BYTES
-    # Not a `with`: the spool must outlive this function, the parser reads it; the request closes it.
+    # Not a `with`: the parser reads the spool after we return. It dies with the request (a spool
+    # rolled to disk is an already-unlinked temporary file, so nothing is left behind).
     spool = tempfile.SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE)  # noqa: SIM115
     size = 0
     while chunk := source.read(_CHUNK):
