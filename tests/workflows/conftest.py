@@ -11,15 +11,8 @@ from workflows.testing import WorkflowHarness
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("postgres_only"):
-            item.add_marker(pytest.mark.usefixtures("_skip_unless_postgres"))
-
-
-@pytest.fixture
-def _skip_unless_postgres(django_db_blocker):
-    if connection.vendor != "postgresql":
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("postgres_only") and connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (real runner processes, SKIP LOCKED)")
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from workflows import runtime
+from workflows.authoring import registry
 from workflows.decisions import StepState
 from workflows.models import (
     TERMINAL_STATUSES,
@@ -19,6 +20,8 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
+
+VERSION_MISSING_RETRY = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ _STEP_FIELDS = (
 
 def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | None:
     """Claim the next due task and load its instance and steps, all in one transaction."""
-    for _ in range(5):  # a claimed row may turn out stale (paused/terminal); repair and go on
+    for _ in range(50):  # a claimed row may be stale or unrunnable here; set it aside, go on
         with transaction.atomic():
             row = _claim_row(owner, lease_seconds)
             if row is None:
@@ -143,6 +146,13 @@ def _load(claim: Claim) -> Loaded | None:
         .first()
     )
     if inst is None or not _repair_if_stale(claim, inst):
+        return None
+    if registry.get(inst["workflow_name"], inst["version"]) is None:
+        # Its version is not in this deployment's code: never run or crash on it; look again
+        # later (another runner may have the code). Selectors report it as version_missing.
+        WorkflowTask.objects.filter(pk=claim.task_pk).update(
+            run_at=now + VERSION_MISSING_RETRY, lock_owner="", locked_until=None
+        )
         return None
     if inst["status"] == Status.WAITING or inst["started_at"] is None:
         WorkflowInstance.objects.filter(pk=claim.instance_pk).update(

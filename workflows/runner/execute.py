@@ -23,11 +23,10 @@ from workflows.errors import (
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
 from workflows.runner import persist
-from workflows.runner.claim import Claim, Loaded, renew
+from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.step import Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
-VERSION_MISSING_RETRY = timedelta(minutes=1)
 
 
 class Budget:
@@ -49,7 +48,7 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
     """Run the claimed task to its next suspension, completion or failure. Returns what happened."""
     definition = registry.get(loaded.workflow_name, loaded.version)
     if definition is None:
-        # The instance's version is not in this deployment's code: never run or crash on it.
+        # Unregistered between claim and now (claim checks first): set it aside.
         later = runtime.now() + VERSION_MISSING_RETRY
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
@@ -259,6 +258,7 @@ class Execution:
             )
             self._stage(state)
         if decisions.sleep_due(state.wake_at, now):
+            self.replaying = False  # from here on, this execution is new work
             state.status, state.completed_at = StepStatus.COMPLETE, now
             self._stage(state)
             return
@@ -290,6 +290,7 @@ class Execution:
             self._stage(state)
         event = self._take_event(type)
         if event is not None:
+            self.replaying = False
             state.status, state.completed_at = StepStatus.COMPLETE, now
             state.result = {
                 "type": event["type"],
@@ -300,6 +301,7 @@ class Execution:
             self._stage(state)
             return state.result
         if state.wake_at <= now:
+            self.replaying = False
             state.status, state.completed_at = StepStatus.TIMED_OUT, now
             state.error = {"name": "WaitForEventTimeout", "message": f"no {type!r} event"}
             self._stage(state)

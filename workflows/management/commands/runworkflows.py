@@ -2,20 +2,24 @@
 
 Loop, per worker thread:
   1. stop if SIGTERM/SIGINT arrived (the current task was finished first);
-  2. claim one due task (lease + fencing token) and run it to its next boundary;
+  2. claim one due task (lease + fencing token) and run it to its next boundary
+     (a database error backs off instead: leases keep the work safe);
   3. if nothing was due: with --once, exit; else sleep until the next task falls due,
      at most --poll seconds, and go to 1.
 """
 
+import logging
 import signal
 import threading
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
 
 from workflows import runtime
 from workflows.runner import default_owner, next_due_at, run_one
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -48,11 +52,17 @@ class Command(BaseCommand):
     def _work(self, owner: str, poll: float, once: bool) -> None:
         try:
             while not self.stopping.is_set():
-                if run_one(owner=owner) is not None:
-                    continue
-                if once:
-                    return
-                self.stopping.wait(_idle_seconds(poll))
+                try:
+                    if run_one(owner=owner) is not None:
+                        continue
+                    if once:
+                        return
+                    self.stopping.wait(_idle_seconds(poll))
+                except (OperationalError, InterfaceError) as exc:
+                    # Database restarting or locked: back off; leases keep the work safe.
+                    log.warning("runworkflows %s: database error, backing off: %s", owner, exc)
+                    connections.close_all()
+                    self.stopping.wait(min(poll, 1.0))
         finally:
             connections.close_all()
 
