@@ -1,6 +1,7 @@
 """User-facing endpoints (bearer token): connect a wearable, see my connections and imports,
 start an import, and pull my data (sync)."""
 
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
@@ -100,4 +101,6 @@ class SyncView(UserView):
             cursor=request.query_params.get("cursor"),
             limit=parse_limit(request.query_params.get("limit")),
         )
-        return Response(page)
+        # Rows arrive as JSON text (written by the database on PostgreSQL): pass them through
+        # rather than parse and re-encode them with DRF's renderer.
+        return HttpResponse(page.render(), content_type="application/json")
