@@ -69,17 +69,20 @@ def _claim_batch(limit: int, now: datetime) -> tuple[list[int], datetime]:
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
     due = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
+    # A CTE, not "id IN (SELECT … LIMIT)": PostgreSQL may re-run such a subquery and claim
+    # more than `limit` rows; a locking CTE is evaluated exactly once.
     sql = (
+        f"WITH picked AS (SELECT id FROM raw_events WHERE state = %s AND {due} "
+        f"ORDER BY id LIMIT %s{skip_locked}) "
         "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
-        f"WHERE id IN (SELECT id FROM raw_events WHERE state = %s AND {due} "
-        f"ORDER BY id LIMIT %s{skip_locked}) AND state = %s AND {due} RETURNING id"
+        f"WHERE id IN (SELECT id FROM picked) AND state = %s AND {due} RETURNING id"
     )
     stamp = ops.adapt_datetimefield_value(now)
     params = [
-        ops.adapt_datetimefield_value(lease_until),
         RawEventState.PENDING.value,
         stamp,
         limit,
+        ops.adapt_datetimefield_value(lease_until),
         RawEventState.PENDING.value,
         stamp,
     ]
