@@ -1,0 +1,173 @@
+"""manage.py workflows: the vitalflow-wf views for an operator on the box, straight on the
+database (no web server, no key). Mutations go through workflows.http.operations, so they are
+audit-logged like the API's (actor "system:manage.py").
+
+    ./manage.py workflows list
+    ./manage.py workflows instances --workflow lab-report --status errored
+    ./manage.py workflows get --workflow lab-report --id upload-42 --full
+    ./manage.py workflows history --workflow lab-report --id upload-42 --include-logs
+    ./manage.py workflows create --workflow lab-report --params '{"upload_id": "42"}'
+    ./manage.py workflows pause|resume|restart|terminate --workflow lab-report --id upload-42
+    ./manage.py workflows send-event --workflow lab-report --id upload-42 --type lab_report
+    ./manage.py workflows activate --workflow lab-report --version 2
+"""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ops.errors import ApiError
+from workflows import selectors
+from workflows.cli import describe, fmt_log, wait_reason
+from workflows.http import operations
+from workflows.http.serializers import LogRowSerializer
+
+ACTOR = "system:manage.py"
+ACTIONS = ("pause", "resume", "restart", "terminate")
+
+
+def _json_arg(raw: str | None, flag: str):
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"{flag} is not valid JSON: {exc}") from None
+
+
+class Command(BaseCommand):
+    help = "Inspect and operate workflow instances on this box (see docs/workflows/cli.md)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="command", required=True)
+        sub.add_parser("list", help="registered workflows, versions, active version")
+
+        p = sub.add_parser("instances", help="instances of a workflow, newest first")
+        p.add_argument("--workflow", "-w", required=True)
+        p.add_argument("--status", "-s")
+        p.add_argument("--limit", type=int, default=50)
+
+        def one(name, help_text):
+            p = sub.add_parser(name, help=help_text)
+            p.add_argument("--workflow", "-w", required=True)
+            p.add_argument("--id", "-i", required=True)
+            return p
+
+        one("get", "status and current step").add_argument("--full", action="store_true")
+        p = one("history", "steps, events and logs of a run")
+        p.add_argument("--run", type=int)
+        p.add_argument("--include-logs", action="store_true")
+        p = sub.add_parser("create", help="start an instance")
+        p.add_argument("--workflow", "-w", required=True)
+        p.add_argument("--id", "-i")
+        p.add_argument("--params", "-p")
+        for action in ACTIONS:
+            one(action, f"{action} an instance")
+        p = one("send-event", "deliver an event")
+        p.add_argument("--type", "-t", required=True)
+        p.add_argument("--payload")
+        p = sub.add_parser("activate", help="make a version the one new instances run")
+        p.add_argument("--workflow", "-w", required=True)
+        p.add_argument("--version", type=int, required=True, dest="workflow_version")
+
+    def handle(self, *args, command, **options):
+        handler = getattr(self, "cmd_" + command.replace("-", "_"), None)
+        try:
+            if handler is None:
+                self.cmd_action(command, options)
+            else:
+                handler(options)
+        except ApiError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from None
+
+    def say(self, line: str = "") -> None:
+        self.stdout.write(line)
+
+    def _instance(self, options):
+        return selectors.instance_get(workflow_name=options["workflow"], instance_id=options["id"])
+
+    def cmd_list(self, options):
+        for wf in selectors.workflow_summaries():
+            versions = ",".join(map(str, wf["versions"]))
+            self.say(f"{wf['name']}  versions={versions}  active={wf['active_version']}")
+
+    def cmd_instances(self, options):
+        rows = selectors.instances_for_list(
+            workflow_name=options["workflow"], status=options["status"]
+        )[: options["limit"]]
+        for row in rows:
+            self.say(f"{row.instance_id}  {describe(selectors.instance_details(row))}")
+
+    def cmd_get(self, options):
+        instance = self._instance(options)
+        meta = selectors.instance_meta(instance)
+        self.say(f"id:       {instance.instance_id}")
+        self.say(f"workflow: {instance.workflow_name} v{instance.version}")
+        self.say(f"status:   {describe(selectors.instance_details(instance))}")
+        self.say(f"run:      {instance.run_number}")
+        self.say(f"current:  {wait_reason(meta.get('current_step'))}")
+        if options["full"]:
+            for field in ("created_at", "started_at", "updated_at", "completed_at"):
+                self.say(f"{field + ':':13} {meta.get(field) or '-'}")
+            self.say("params:\n" + json.dumps(instance.params, indent=2))
+            if instance.output is not None:
+                self.say("output:\n" + json.dumps(instance.output, indent=2, default=str))
+
+    def cmd_history(self, options):
+        instance = self._instance(options)
+        run = options["run"] or instance.run_number
+        self.say(f"run {run} steps:")
+        for step in selectors.instance_steps(instance=instance, run_number=run):
+            error = f"  {json.dumps(step.error)}" if step.error else ""
+            self.say(
+                f"  {step.status:10} {step.type:15} {step.name}  attempts={step.attempts}{error}"
+            )
+        self.say("events:")
+        for event in selectors.instance_events(instance=instance, run_number=run):
+            self.say(
+                f"  {event.created_at:%Y-%m-%dT%H:%M:%S} {event.type} {json.dumps(event.payload)}"
+            )
+        if options["include_logs"]:
+            self.say("logs:")
+            logs = selectors.instance_logs(instance=instance, run_number=run)
+            for line in LogRowSerializer(logs, many=True).data:
+                self.say("  " + fmt_log(line))
+
+    def cmd_create(self, options):
+        instance = operations.instance_create(
+            workflow_name=options["workflow"],
+            instance_id=options["id"],
+            params=_json_arg(options["params"], "--params"),
+            actor=ACTOR,
+        )
+        self.say(
+            f"created {instance.instance_id}  {describe(selectors.instance_details(instance))}"
+        )
+
+    def cmd_action(self, action, options):
+        instance = operations.instance_action(
+            instance=self._instance(options), action=action, actor=ACTOR
+        )
+        self.say(
+            f"{action} {instance.instance_id}: {describe(selectors.instance_details(instance))}"
+        )
+
+    def cmd_send_event(self, options):
+        instance = self._instance(options)
+        operations.event_send(
+            instance=instance,
+            event_type=options["type"],
+            payload=_json_arg(options["payload"], "--payload"),
+            actor=ACTOR,
+        )
+        instance.refresh_from_db()
+        self.say(
+            f"sent {options['type']} to {instance.instance_id}: "
+            f"{describe(selectors.instance_details(instance))}"
+        )
+
+    def cmd_activate(self, options):
+        operations.version_activate(
+            workflow_name=options["workflow"], version=options["workflow_version"], actor=ACTOR
+        )
+        self.say(f"activated {options['workflow']} v{options['workflow_version']}")
