@@ -14,10 +14,10 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from ops.errors import ApiError
+from workflows import runtime
 from workflows.authoring import registry
 from workflows.http import operations
 from workflows.models import TERMINAL_STATUSES, WorkflowDeployment, WorkflowInstance
@@ -58,11 +58,12 @@ class AgeFilter(admin.SimpleListFilter):
         ]
 
     def queryset(self, request, queryset):
-        value = self.value()
+        # The engine's clock wrote created_at, so age is measured on it too.
+        value, now = self.value(), runtime.now()
         if value in self.WINDOWS:
-            return queryset.filter(created_at__gte=timezone.now() - self.WINDOWS[value])
+            return queryset.filter(created_at__gte=now - self.WINDOWS[value])
         if value == "old":
-            return queryset.filter(created_at__lt=timezone.now() - self.WINDOWS["7d"])
+            return queryset.filter(created_at__lt=now - self.WINDOWS["7d"])
         return queryset
 
 
