@@ -1,8 +1,10 @@
 """50 identical deliveries at once against a real server process (gunicorn, 2 workers × 8
 threads) on the test database: exactly one row, fifty 200s."""
 
+import http.client
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -69,6 +71,7 @@ def server(tmp_path):
             "2",
             "--threads",
             "8",
+            "--preload",
             "--log-level",
             "warning",
         ],
@@ -89,7 +92,7 @@ def server(tmp_path):
                 time.sleep(0.05)
         yield base, sqlite_path
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)  # gunicorn: quick shutdown
         proc.wait(timeout=10)
 
 
@@ -108,12 +111,18 @@ def test_fifty_parallel_identical_deliveries_make_one_row(server):
     answers: list[tuple[int, dict]] = []
     lock = threading.Lock()
 
+    host, port = base.removeprefix("http://").split(":")
+
     def post():
-        with httpx.Client(timeout=30) as client:
-            start.wait()
-            response = client.post(f"{base}/webhook/terra", content=body, headers=headers)
+        # Plain http.client: one cheap connection per thread, all released by one barrier.
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        start.wait()
+        conn.request("POST", "/webhook/terra", body=body, headers=headers)
+        response = conn.getresponse()
+        answer = (response.status, json.loads(response.read()))
+        conn.close()
         with lock:
-            answers.append((response.status_code, response.json()))
+            answers.append(answer)
 
     threads = [threading.Thread(target=post) for _ in range(50)]
     for thread in threads:
