@@ -21,7 +21,7 @@ from ingest.api.errors import IngestErrorCode
 from ingest.registry import UserTable, user_tables
 from ops.errors import ApiError
 
-DEFAULT_LIMIT = 500
+DEFAULT_LIMIT = 1000
 MAX_LIMIT = 2000
 # Rows are stamped with the writer's clock before its transaction commits, so a row can become
 # visible a moment after a later `server_time` was handed out. Handing out a server_time this

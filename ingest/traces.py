@@ -1,16 +1,41 @@
 """Trace rows: one delivery's journey (webhook → queue → consumer → tables) as one query by
 request_id. Writing a trace must never break the work it describes."""
 
+import json
 import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
 from django.utils import timezone
 
 from ingest.models import TraceEvent, TraceLevel
 from ops.request_id import get_request_id
 
 log = logging.getLogger(__name__)
+
+
+def _insert_sql() -> str:
+    meta = TraceEvent._meta
+    q = connection.ops.quote_name
+    columns = ", ".join(q(meta.get_field(name).column) for name in _COLUMNS)
+    return (
+        f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})"
+    )
+
+
+_COLUMNS = (
+    "request_id",
+    "raw_event",
+    "user",
+    "level",
+    "event",
+    "duration_ms",
+    "data",
+    "created_at",
+)
+_sql: dict[str, str] = {}
 
 
 def trace_write(
@@ -23,17 +48,24 @@ def trace_write(
     duration_ms: float | None = None,
     data: dict | None = None,
 ) -> None:
+    """One plain INSERT (no ORM save machinery: about 4× cheaper, see bench/traces.py). Values
+    are clipped to their columns here, because a failing statement inside the caller's
+    transaction would abort that transaction on PostgreSQL — the delivery, not just the trace."""
     rid = request_id if request_id is not None else get_request_id()
     try:
-        TraceEvent.objects.create(
-            request_id="" if rid == "-" else rid,
-            raw_event_id=raw_event_id,
-            user_id=user_id,
-            level=level,
-            event=event,
-            duration_ms=duration_ms,
-            data=data or {},
-        )
+        params = [
+            ("" if rid == "-" else rid)[:128],
+            raw_event_id,
+            user_id,
+            str(level)[:10],
+            event[:64],
+            duration_ms,
+            json.dumps(data or {}, cls=DjangoJSONEncoder),
+            connection.ops.adapt_datetimefield_value(timezone.now()),
+        ]
+        sql = _sql.get(connection.vendor) or _sql.setdefault(connection.vendor, _insert_sql())
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
     except Exception:  # a trace is diagnostics: losing one beats failing the delivery
         log.exception("could not write trace %s", event)
 

@@ -38,11 +38,27 @@ def test_one_delivery_journey_is_one_query_by_request_id():
 
 
 def test_a_trace_that_cannot_be_written_never_raises(monkeypatch):
-    def broken(**kwargs):
-        raise RuntimeError("db hiccup")
+    from ingest import traces as module
 
-    monkeypatch.setattr(TraceEvent.objects, "create", broken)
+    class Broken(module.DjangoJSONEncoder):
+        def encode(self, o):
+            raise RuntimeError("cannot encode")
+
+    monkeypatch.setattr(module, "DjangoJSONEncoder", Broken)
     trace_write("normalized")  # logged, not raised
+    assert not TraceEvent.objects.exists()
+
+
+def test_values_are_clipped_to_their_columns_and_data_is_lenient():
+    from datetime import date
+
+    trace_write(
+        "e" * 100, request_id="r" * 200, level="verbose-level", data={"day": date(2026, 1, 2)}
+    )
+    row = TraceEvent.objects.get()
+    assert len(row.event) == 64 and len(row.request_id) == 128 and len(row.level) == 10
+    assert row.data == {"day": "2026-01-02"}
+    assert abs((timezone.now() - row.created_at).total_seconds()) < 5
 
 
 def test_expired_traces_are_deleted():
