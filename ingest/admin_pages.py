@@ -75,7 +75,7 @@ class DrainForm(forms.Form):
 
 
 def drain_view(request):
-    if not request.user.has_perm("ingest.view_rawevent"):
+    if not request.user.has_perm("ingest.change_rawevent"):
         raise PermissionDenied
     form = DrainForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -102,7 +102,7 @@ class BackfillForm(forms.Form):
 
 
 def backfill_view(request, connection_id: int):
-    if not request.user.has_perm("ingest.view_terraconnection"):
+    if not request.user.has_perm("ingest.change_terraconnection"):
         raise PermissionDenied
     connection = get_object_or_404(TerraConnection.objects.select_related("user"), pk=connection_id)
     form = BackfillForm(request.POST or None)

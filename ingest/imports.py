@@ -51,6 +51,13 @@ def import_start(*, user, days: int) -> ImportJob:
     requested = []
     for connection in connections:
         requested += connection_backfill(connection=connection, days=days, types=BACKFILL_TYPES)
+    if all(r["status"] != "requested" for r in requested):
+        raise ApiError(
+            502,
+            IngestErrorCode.TERRA_UNAVAILABLE,
+            "Terra refused or did not answer every backfill request; nothing was started.",
+            requested=requested,
+        )
     today = timezone.now().date()
     return ImportJob.objects.create(
         user=user,

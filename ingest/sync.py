@@ -8,6 +8,7 @@ the same position in another, whatever order the apps registered their tables in
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -27,6 +28,7 @@ MAX_LIMIT = 2000
 # visible a moment after a later `server_time` was handed out. Handing out a server_time this
 # far in the past makes the next pull overlap instead of missing it (clients upsert: harmless).
 SERVER_TIME_OVERLAP = timedelta(seconds=5)
+_SPACED_OFFSET = re.compile(r"([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?) (\d{2}(?::?\d{2})?)$")
 # Bulky or private columns the client has no use for (the raw Terra payload stays server-side).
 EXCLUDED_FIELDS = {"user", "raw", "payload", "terra_response"}
 
@@ -50,7 +52,8 @@ def parse_since(raw: str | None) -> datetime | None:
     """ISO 8601 datetime (naive means UTC) or a bare date (its midnight UTC); '' means all."""
     if raw is None or raw.strip() == "":
         return None
-    raw = raw.strip().replace(" ", "+")  # an unescaped '+' in a query string arrives as ' '
+    # An unescaped '+' of an offset arrives from a query string as ' '.
+    raw = _SPACED_OFFSET.sub(r"\1+\2", raw.strip())
     try:
         parsed = parse_datetime(raw)
         if parsed is None and (day := parse_date(raw)) is not None:

@@ -194,3 +194,23 @@ def test_imports_and_traces_lists_render(console, alice):
     trace_write("normalized", user_id=alice.pk, request_id="rq-x")
     assert console.get("/admin/ingest/importjob/").status_code == 200
     assert "rq-x" in console.get("/admin/ingest/traceevent/?request_id=rq-x").content.decode()
+
+
+def test_staff_without_change_permission_sees_no_actions_and_cannot_drain(client):
+    from django.contrib.auth.models import Permission
+
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_rawevent", "view_terraconnection"])
+    )
+    client.force_login(viewer)
+    page = client.get(CHANGELIST)
+    assert page.status_code == 200 and "replay_selected" not in page.content.decode()
+    assert client.get("/admin/ingest/rawevent/drain/").status_code == 403
+
+
+def test_the_changelist_offers_the_actions_to_operators(console):
+    RawEventFactory(state="dead")
+    page = console.get(CHANGELIST).content.decode()
+    assert 'value="replay_selected"' in page and 'value="mark_skipped"' in page
+    assert "/admin/ingest/rawevent/drain/" in page

@@ -188,3 +188,15 @@ def test_import_progress_shows_in_me(user_api, alice, terra):
     assert job["chunks_received"] == 2
     assert job["chunks_pending"] == 1
     assert job["rows_normalized"] == 1
+
+
+def test_import_when_terra_refuses_everything_is_502_and_starts_nothing(user_api, alice, terra):
+    TerraConnectionFactory(user=alice, terra_user_id="t-1")
+    terra.on("GET", "/v2/subscriptions", subscriptions({"user_id": "t-1", "provider": "GARMIN"}))
+    for data_type in ("activity", "sleep", "daily", "body"):
+        terra.on("GET", f"/v2/{data_type}", (401, {"message": "bad key"}))
+    response = user_api.post("/v1/import", {"days": 5}, format="json")
+    assert response.status_code == 502
+    assert response.json()["code"] == "terra_unavailable"
+    assert len(response.json()["requested"]) == 4
+    assert not ImportJob.objects.exists()

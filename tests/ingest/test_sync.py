@@ -146,3 +146,20 @@ def test_a_cursor_cannot_read_another_users_rows(user_api, alice):
     make_year(alice, days=5)
     _, seen = pull(user_api, limit=3)
     assert len(seen) == 5 + 5 + 18
+
+
+def test_since_survives_an_unescaped_plus_and_a_space_separator(user_api, alice):
+    make_year(alice, start=timezone.now() - timedelta(days=3), days=3)
+    # "+02:00" sent raw in a query string arrives as " 02:00"
+    spaced = user_api.get("/v1/sync?since=2000-01-01T00:00:00 02:00")
+    assert spaced.status_code == 200 and spaced.json()["count"] > 0
+    assert user_api.get("/v1/sync", {"since": "2000-01-01 10:00"}).json()["count"] > 0
+
+
+def test_sync_rows_carry_iso_timestamps_and_no_raw_payload(user_api, alice):
+    SleepSession.objects.create(
+        user=alice, source="oura", start_time="2026-03-01T22:00:00Z", raw={"secret": 1}
+    )
+    row = user_api.get("/v1/sync").json()["tables"]["sleep_sessions"][0]
+    assert row["start_time"] == "2026-03-01T22:00:00+00:00"
+    assert "raw" not in row and "user_id" not in row
