@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
+from django.db.models import Q
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -109,7 +110,7 @@ class RawEventAdmin(admin.ModelAdmin):
     list_display_links = ("id",)
     list_filter = (TriageFilter, "state", ReceivedFilter, "event_type", "provider")
     search_fields = ("=terra_user_id", "=reference_id", "=request_id")
-    search_help_text = "exact Terra user id, reference id or request id"
+    search_help_text = "exact Terra user id, reference id, request id or raw event id"
     list_select_related = ("user",)
     show_full_result_count = False
     list_per_page = 50
@@ -188,6 +189,17 @@ class RawEventAdmin(admin.ModelAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def get_search_results(self, request, queryset, search_term):
+        # Exact matches only: iexact (UPPER(col) = UPPER(x)) cannot use the indexes of a table
+        # that grows by every delivery. A number also finds the row with that id.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        match = Q(terra_user_id=term) | Q(reference_id=term) | Q(request_id=term)
+        if term.isascii() and term.isdigit():
+            match |= Q(pk=int(term))
+        return queryset.filter(match), False
 
     def lookup_allowed(self, lookup, value, request=None):
         # Links from the user overview, connections and the dashboard filter on these.

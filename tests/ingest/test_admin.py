@@ -33,7 +33,14 @@ def test_raw_event_list_filters_and_search(console, alice):
     page = console.get(CHANGELIST + "?triage=dlq").content.decode()
     assert f">{dead.pk}<" in page and "KeyError" in page and "alice" in page
     assert "skipped:athlete" not in page
-    for query in ("state__exact=dead", "q=rq-9", "received=24h", "event_type__exact=daily"):
+    for query in (
+        "state__exact=dead",
+        "q=rq-9",
+        f"q={dead.pk}",
+        f"q={dead.terra_user_id}",
+        "received=24h",
+        "event_type__exact=daily",
+    ):
         response = console.get(f"{CHANGELIST}?{query}")
         assert response.status_code == 200, query
         assert f"/admin/ingest/rawevent/{dead.pk}/change/" in response.content.decode()
