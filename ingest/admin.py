@@ -4,18 +4,16 @@ confirmation page, call the same services as the API, and say how many rows they
 Custom pages (drain, backfill, user overview and wipe) live in ingest.admin_pages."""
 
 import json
-from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.db.models import Q
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from ingest import admin_pages
+from ingest.admin_filters import ReceivedFilter, TriageFilter
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
-from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, parse_age
 from ingest.services import raw_events_replay
 from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
 
@@ -34,51 +32,6 @@ def user_overview_link(user) -> str:
         return "—"
     url = reverse("admin:ingest_user_overview", args=[user.username])
     return format_html('<a href="{}">{}</a>', url, user.username)
-
-
-class TriageFilter(admin.SimpleListFilter):
-    title = "triage"
-    parameter_name = "triage"
-
-    def lookups(self, request, model_admin):
-        return [
-            ("dlq", "DLQ (parked, retrying, dead)"),
-            ("unfinished", "Unfinished (pending too)"),
-            ("no_connection", "Parked: no connection for Terra user"),
-        ]
-
-    def queryset(self, request, queryset):
-        if self.value() == "dlq":
-            return queryset.filter(state__in=DLQ_STATES)
-        if self.value() == "unfinished":
-            return queryset.filter(state__in=(RawEventState.PENDING, *DLQ_STATES))
-        if self.value() == "no_connection":
-            return queryset.filter(state=RawEventState.PARKED, process_error=NO_CONNECTION_ERROR)
-        return queryset
-
-
-class ReceivedFilter(admin.SimpleListFilter):
-    title = "received"
-    parameter_name = "received"
-
-    def lookups(self, request, model_admin):
-        return [
-            ("1h", "last hour"),
-            ("24h", "last 24 h"),
-            ("7d", "last 7 days"),
-            ("old", "older than 24 h"),
-        ]
-
-    def queryset(self, request, queryset):
-        value = self.value()
-        if value == "old":
-            return queryset.filter(received_at__lt=timezone.now() - timedelta(hours=24))
-        if value:
-            try:
-                return queryset.filter(received_at__gte=timezone.now() - parse_age(value))
-            except ValueError:
-                return queryset
-        return queryset
 
 
 class TraceInline(admin.TabularInline):
@@ -115,7 +68,6 @@ class RawEventAdmin(admin.ModelAdmin):
     show_full_result_count = False
     list_per_page = 50
     ordering = ("-received_at", "-id")
-    date_hierarchy = None
     actions = ["replay_selected", "mark_skipped"]
     inlines = [TraceInline]
     change_list_template = "admin/ingest/rawevent/change_list.html"
@@ -151,24 +103,8 @@ class RawEventAdmin(admin.ModelAdmin):
         ),
         ("Payload", {"fields": ("pretty_payload",)}),
     )
-    readonly_fields = (
-        "state_badge",
-        "event_type",
-        "provider",
-        "user_link",
-        "terra_user_id",
-        "reference_id",
-        "request_id",
-        "links",
-        "received_at",
-        "processed_at",
-        "attempts",
-        "next_attempt_at",
-        "process_error",
-        "signature_verified",
-        "dedup_key",
-        "pretty_payload",
-    )
+    # Every field is shown read-only: a raw event is evidence, not data to edit.
+    readonly_fields = tuple(name for _, section in fieldsets for name in section["fields"])
 
     def has_add_permission(self, request):
         return False
