@@ -173,6 +173,8 @@ class WorkflowTask(models.Model):
     locked_until = models.DateTimeField(null=True, blank=True)
     # Bumped by every claim and restart; a boundary write must present the current token.
     fencing_token = models.BigIntegerField(default=0)
+    # Claims of this run so far (reset by restart): 1 means no step can exist yet.
+    claims = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -101,7 +101,8 @@ def test_pause_during_a_step_keeps_its_result_and_starts_nothing_new(harness):
 
     WorkflowInstance.objects.filter(instance_id="p").update(workflow_name="t-pause-inside")
     loaded.workflow_name = "t-pause-inside"
-    assert execute(claim, loaded, threaded=False) == "halted"
+    outcome = execute(claim, loaded, threaded=False)
+    assert outcome == "halted", WorkflowInstance.objects.get(instance_id="p").error
     steps = list(WorkflowStep.objects.values_list("name", "status", "result"))
     assert steps == [("first", "complete", "kept")]
     assert WorkflowInstance.objects.get(instance_id="p").status == "paused"
@@ -171,6 +172,6 @@ def test_the_claim_query_walks_the_partial_index(db):
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE workflow_task")
-        cursor.execute("EXPLAIN " + _PG_CLAIM, ["o", now, now, now])
+        cursor.execute("EXPLAIN " + _PG_CLAIM, ["o", now, now, now, now, now])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "workflow_task_runnable" in plan, plan

@@ -5,10 +5,12 @@ partial index workflow_task_runnable. SQLite: pick candidates, then a compare-an
 candidate (exactly one row changed = ours). Lease times come from the runtime clock.
 """
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import F, Q
 
 from workflows import runtime
 from workflows.authoring import registry
@@ -16,6 +18,7 @@ from workflows.decisions import StepState
 from workflows.models import (
     TERMINAL_STATUSES,
     Status,
+    TaskKind,
     WorkflowInstance,
     WorkflowStep,
     WorkflowTask,
@@ -49,17 +52,32 @@ class Loaded:
     steps: dict[str, StepState] = field(default_factory=dict)
 
 
-# Runnable = run_at set and due, lease free or expired. Ordered as the partial index is.
+# Runnable = run_at set and due, lease free or expired, in the partial index's order. One
+# statement claims the task, flips a waiting instance to active and returns what the run needs.
 _PG_CLAIM = """
-UPDATE workflow_task SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1
-WHERE id = (
-    SELECT id FROM workflow_task
-    WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
-    ORDER BY priority, run_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
+WITH c AS (
+    UPDATE workflow_task
+    SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1, claims = claims + 1
+    WHERE id = (
+        SELECT id FROM workflow_task
+        WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
+        ORDER BY priority, run_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, instance_id, run_number, fencing_token, kind, claims
+), i AS (
+    UPDATE workflow_instance w
+    SET status = 'active', started_at = COALESCE(w.started_at, %s), updated_at = %s
+    FROM c
+    WHERE w.id = c.instance_id AND w.run_number = c.run_number
+      AND w.status IN ('active', 'waiting')
+    RETURNING w.id, w.workflow_name, w.instance_id, w.version, w.params, w.created_at,
+              w.request_id
 )
-RETURNING id, instance_id, run_number, fencing_token, kind
+SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
+       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id
+FROM c LEFT JOIN i ON i.id = c.instance_id
 """
 
 _STEP_FIELDS = (
@@ -81,32 +99,48 @@ _STEP_FIELDS = (
 
 
 def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | None:
-    """Claim the next due task and load its instance and steps, all in one transaction."""
+    """Claim the next due task and load its instance and steps."""
     for _ in range(50):  # a claimed row may be stale or unrunnable here; set it aside, go on
-        with transaction.atomic():
-            row = _claim_row(owner, lease_seconds)
-            if row is None:
-                return None
-            claim = Claim(*row, owner=owner, lease_seconds=lease_seconds)
-            loaded = _load(claim)
-            if loaded is not None:
-                return claim, loaded
+        now = runtime.now()
+        until = now + timedelta(seconds=lease_seconds)
+        if connection.vendor == "postgresql":
+            got = _claim_postgres(owner, lease_seconds, now, until)
+        else:
+            with transaction.atomic():
+                got = _claim_cas(owner, lease_seconds, now, until)
+        if got is None:
+            return None
+        if got is not False:
+            return got
     return None
 
 
-def _claim_row(owner: str, lease_seconds: float):
-    now = runtime.now()
-    until = now + timedelta(seconds=lease_seconds)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_PG_CLAIM, [owner, until, now, now])
-            return cursor.fetchone()
-    return _claim_row_cas(owner, now, until)
+def _claim_postgres(owner, lease_seconds, now, until):
+    with connection.cursor() as cursor:
+        cursor.execute(_PG_CLAIM, [owner, until, now, now, now, now])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+    if row[6] is None:  # the instance is paused, terminal or on another run: repair the task
+        inst = _instance_row(claim)
+        if inst is not None:
+            _repair_if_stale(claim, inst)
+        return False
+    params = json.loads(row[9]) if isinstance(row[9], str) else row[9]
+    loaded = Loaded(
+        workflow_name=row[6],
+        instance_id=row[7],
+        version=row[8],
+        params=params,
+        created_at=row[10],
+        request_id=row[11],
+    )
+    return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
 
 
-def _claim_row_cas(owner: str, now: datetime, until: datetime):
-    from django.db.models import F, Q
-
+def _claim_cas(owner, lease_seconds, now, until):
+    """SQLite: pick candidates, then compare-and-set each; exactly one row changed = ours."""
     due = Q(run_at__isnull=False, run_at__lte=now) & (
         Q(locked_until__isnull=True) | Q(locked_until__lte=now)
     )
@@ -117,20 +151,39 @@ def _claim_row_cas(owner: str, now: datetime, until: datetime):
     )
     for pk, token in candidates:
         changed = WorkflowTask.objects.filter(due, pk=pk, fencing_token=token).update(
-            lock_owner=owner, locked_until=until, fencing_token=F("fencing_token") + 1
+            lock_owner=owner,
+            locked_until=until,
+            fencing_token=F("fencing_token") + 1,
+            claims=F("claims") + 1,
         )
         if changed == 1:
-            return (
+            row = (
                 WorkflowTask.objects.filter(pk=pk)
-                .values_list("pk", "instance_id", "run_number", "fencing_token", "kind")
+                .values_list("pk", "instance_id", "run_number", "fencing_token", "kind", "claims")
                 .get()
             )
+            claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+            inst = _instance_row(claim)
+            if inst is None or not _repair_if_stale(claim, inst):
+                return False
+            if inst["status"] == Status.WAITING or inst["started_at"] is None:
+                WorkflowInstance.objects.filter(pk=claim.instance_pk).update(
+                    status=Status.ACTIVE, updated_at=now, started_at=inst["started_at"] or now
+                )
+            loaded = Loaded(
+                workflow_name=inst["workflow_name"],
+                instance_id=inst["instance_id"],
+                version=inst["version"],
+                params=inst["params"],
+                created_at=inst["created_at"],
+                request_id=inst["request_id"],
+            )
+            return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
     return None
 
 
-def _load(claim: Claim) -> Loaded | None:
-    now = runtime.now()
-    inst = (
+def _instance_row(claim: Claim) -> dict | None:
+    return (
         WorkflowInstance.objects.filter(pk=claim.instance_pk)
         .values(
             "workflow_name",
@@ -145,33 +198,27 @@ def _load(claim: Claim) -> Loaded | None:
         )
         .first()
     )
-    if inst is None or not _repair_if_stale(claim, inst):
-        return None
-    if registry.get(inst["workflow_name"], inst["version"]) is None:
+
+
+def _finish_load(claim: Claim, loaded: Loaded, *, first_claim: bool, now):
+    if registry.get(loaded.workflow_name, loaded.version) is None:
         # Its version is not in this deployment's code: never run or crash on it; look again
         # later (another runner may have the code). Selectors report it as version_missing.
         WorkflowTask.objects.filter(pk=claim.task_pk).update(
             run_at=now + VERSION_MISSING_RETRY, lock_owner="", locked_until=None
         )
-        return None
-    if inst["status"] == Status.WAITING or inst["started_at"] is None:
-        WorkflowInstance.objects.filter(pk=claim.instance_pk).update(
-            status=Status.ACTIVE, updated_at=now, started_at=inst["started_at"] or now
+        # The claim marked it active; it is not running, it waits for its code.
+        WorkflowInstance.objects.filter(pk=claim.instance_pk, status=Status.ACTIVE).update(
+            status=Status.WAITING
         )
-    loaded = Loaded(
-        workflow_name=inst["workflow_name"],
-        instance_id=inst["instance_id"],
-        version=inst["version"],
-        params=inst["params"],
-        created_at=inst["created_at"],
-        request_id=inst["request_id"],
-    )
-    rows = WorkflowStep.objects.filter(
-        instance_id=claim.instance_pk, run_number=claim.run_number
-    ).values(*_STEP_FIELDS)
-    for row in rows.order_by("id"):
-        loaded.steps[row["name"]] = StepState(**row)
-    return loaded
+        return False
+    if not (first_claim and claim.kind == TaskKind.START):  # else no step can exist yet
+        rows = WorkflowStep.objects.filter(
+            instance_id=claim.instance_pk, run_number=claim.run_number
+        ).values(*_STEP_FIELDS)
+        for row in rows.order_by("id"):
+            loaded.steps[row["name"]] = StepState(**row)
+    return claim, loaded
 
 
 def _repair_if_stale(claim: Claim, inst: dict) -> bool:

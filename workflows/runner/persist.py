@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from workflows import runtime
 from workflows.decisions import DISCARD, KEEP_AND_STOP, StepState, boundary_permission
@@ -78,23 +78,8 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     """Apply `pending` and `outcome`; returns the boundary permission (see decisions)."""
     now = runtime.now()
     with transaction.atomic():
-        renewed = WorkflowTask.objects.filter(
-            pk=claim.task_pk, fencing_token=claim.fencing_token, locked_until__gt=now
-        ).update(locked_until=claim.lease_until(now))
-        if renewed != 1:
-            return DISCARD
-        row = (
-            WorkflowInstance.objects.select_for_update(no_key=True)
-            .filter(pk=claim.instance_pk)
-            .values_list("status", "run_number")
-            .first()
-        )
-        if row is None or row[1] != claim.run_number:
-            transaction.set_rollback(True)
-            return DISCARD
-        permission = boundary_permission(row[0])
+        permission = _guard(claim, now)
         if permission == DISCARD:
-            transaction.set_rollback(True)
             return DISCARD
         keep_only = permission == KEEP_AND_STOP
         _write_steps(claim, pending.steps.values(), now, skip_starts=keep_only)
@@ -111,15 +96,71 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     return permission
 
 
+# The task row is the mutex: services lock it before touching the instance, pause clears its
+# run_at, terminate deletes it, restart bumps the fencing token. So one guarded UPDATE both
+# renews our lease and tells us whether we may go on.
+_GUARD = """
+UPDATE workflow_task SET locked_until = %s
+WHERE id = %s AND fencing_token = %s AND locked_until > %s
+RETURNING run_at
+"""
+
+
+def _guard(claim: Claim, now: datetime) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _GUARD,
+            [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return DISCARD
+    # Not `RETURNING run_at IS NULL`: SQLite 3.40 evaluates that wrongly with the partial index.
+    return boundary_permission(Status.PAUSED if row[0] is None else Status.ACTIVE)
+
+
 def _task(claim: Claim):
     return WorkflowTask.objects.filter(pk=claim.task_pk, fencing_token=claim.fencing_token)
 
 
+_STEP_COLUMNS = (
+    "instance_id",
+    "run_number",
+    "name",
+    "type",
+    "status",
+    "attempts",
+    "max_attempts",
+    "timeout_ms",
+    "next_retry_at",
+    "wake_at",
+    "wait_event_type",
+    "result",
+    "error",
+    "fencing_token",
+    "started_at",
+    "completed_at",
+)
+_STEP_FIELDS = {
+    column: WorkflowStep._meta.get_field(column.removesuffix("_id")) for column in _STEP_COLUMNS
+}
+_UPSERT_TAIL = (
+    " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:])
+    + " RETURNING id, name"
+)
+
+
 def _write_steps(claim: Claim, states, now: datetime, *, skip_starts: bool) -> None:
+    """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
+    rows, by_name = [], {}
     for state in states:
         if skip_starts and state.status == StepStatus.RUNNING:
             continue  # paused: a step that has not begun must not begin
-        fields = {
+        values = {
+            "instance_id": claim.instance_pk,
+            "run_number": claim.run_number,
+            "name": state.name,
             "type": state.type,
             "status": state.status,
             "attempts": state.attempts,
@@ -134,16 +175,26 @@ def _write_steps(claim: Claim, states, now: datetime, *, skip_starts: bool) -> N
             "started_at": state.started_at or now,
             "completed_at": state.completed_at,
         }
-        if state.pk is None:
-            row = WorkflowStep.objects.create(
-                instance_id=claim.instance_pk,
-                run_number=claim.run_number,
-                name=state.name,
-                **fields,
-            )
-            state.pk = row.pk
-        else:
-            WorkflowStep.objects.filter(pk=state.pk).update(**fields)
+        rows.append(
+            [_STEP_FIELDS[c].get_db_prep_save(values[c], connection) for c in _STEP_COLUMNS]
+        )
+        by_name[state.name] = state
+    if not rows:
+        return
+    one = "(" + ", ".join(["%s"] * len(_STEP_COLUMNS)) + ")"
+    sql = (
+        f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES "
+        + ", ".join([one] * len(rows))
+        + _UPSERT_TAIL
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
+        for pk, name in cursor.fetchall():
+            by_name[name].pk = pk
+
+
+def _dt(value: datetime):
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 def _write_consumed(consumed: list[tuple[int, str]], now: datetime) -> None:
