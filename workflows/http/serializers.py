@@ -1,6 +1,7 @@
 """Request and response shapes of /v1/workflows, grouped by endpoint. Request serializers only
 check shape (types, sizes); the engine's services own the rules (id patterns, states)."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 STATUSES = ["active", "waiting", "paused", "errored", "terminated", "complete"]
@@ -15,6 +16,15 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": "^[a-zA-Z0-9_][a-zA-Z0-9-_]*$", "minLength": 1, "maxLength": 100}
+)
+class EngineNameField(StrictCharField):
+    """Instance ids and event types. The schema documents the engine's rule; the engine checks
+    it, so a violation answers the contract's own code (invalid_instance_id, invalid_event_type)
+    rather than a generic invalid_request."""
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -72,12 +82,12 @@ class InstanceListSerializer(serializers.Serializer):
 
 
 class InstanceCreateSerializer(serializers.Serializer):
-    id = StrictCharField(required=False, allow_blank=True, max_length=1000)
+    id = EngineNameField(required=False, allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
 
 
 class BatchItemSerializer(serializers.Serializer):
-    id = StrictCharField(allow_blank=True, max_length=1000)
+    id = EngineNameField(allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
 
 
@@ -136,7 +146,7 @@ class ActionResultSerializer(serializers.Serializer):
 
 
 class EventCreateSerializer(serializers.Serializer):
-    type = StrictCharField(max_length=1000)
+    type = EngineNameField(max_length=1000)
     payload = serializers.JSONField(required=False, allow_null=True)
 
 
