@@ -21,7 +21,7 @@ How a request is handled (`idempotent` wraps a DRF handler method such as `post`
    different hash → 409 `idempotency_conflict`; expired (24 h) → deleted and treated as new.
 
 `request.idempotency_key` ("" when none) and `request.idempotency_replayed` are set for the
-audit writer. Expired rows are removed by `idempotency_keys_purge()` (the clean-up schedule).
+audit writer. Expired rows are deleted by the daily clean-up schedule (ingest.schedules).
 """
 
 import functools
@@ -221,9 +221,3 @@ def idempotent(*, required: bool):
         return wrapper
 
     return decorate
-
-
-def idempotency_keys_purge(*, now=None) -> int:
-    """Delete expired keys (called by the clean-up schedule); returns how many went."""
-    deleted, _ = IdempotencyKey.objects.filter(expires_at__lte=now or timezone.now()).delete()
-    return deleted

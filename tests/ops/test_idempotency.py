@@ -17,12 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ops.errors import ApiError
-from ops.idempotency import (
-    body_hash,
-    idempotency_keys_purge,
-    idempotent,
-    normalize_key,
-)
+from ops.idempotency import body_hash, idempotent, normalize_key
 from ops.models import AuditLog, IdempotencyKey
 from ops.services import api_key_create
 
@@ -208,15 +203,6 @@ def test_optional_key_deduplicates_when_sent_and_not_otherwise(api):
     api.post("/optional", {}, format="json", HTTP_IDEMPOTENCY_KEY="k")
     api.post("/optional", {}, format="json", HTTP_IDEMPOTENCY_KEY="k")
     assert created() == 3
-
-
-@pytest.mark.django_db
-def test_purge_deletes_only_expired_keys(api):
-    api.post("/things", {"a": 1}, format="json", HTTP_IDEMPOTENCY_KEY="old")
-    api.post("/things", {"a": 1}, format="json", HTTP_IDEMPOTENCY_KEY="new")
-    IdempotencyKey.objects.filter(key="old").update(expires_at=timezone.now())
-    assert idempotency_keys_purge() == 1
-    assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["new"]
 
 
 @pytest.mark.postgres_only
