@@ -20,6 +20,7 @@ from ops.errors import ApiError
 from workflows import runtime
 from workflows.authoring import registry
 from workflows.http import operations
+from workflows.http.permissions import policy_check
 from workflows.models import TERMINAL_STATUSES, WorkflowDeployment, WorkflowInstance
 
 # Which statuses each action may touch; others are skipped and counted, never sent.
@@ -38,6 +39,16 @@ STATUS_COLORS = {
     "terminated": "#6b7280",
     "complete": "#16a34a",
 }
+
+
+def _policy(request, operation: str, instance) -> None:
+    """The deployment's WORKFLOWS_POLICIES apply to the console as they do to the API."""
+    policy_check(
+        request,
+        operation=operation,
+        workflow_name=instance.workflow_name,
+        instance_id=instance.instance_id,
+    )
 
 
 def pretty(value) -> str:
@@ -131,6 +142,7 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
         done, failed = 0, []
         for instance in eligible:
             try:
+                _policy(request, "manage", instance)
                 operations.instance_action(instance=instance, action=action, request=request)
                 done += 1
             except ApiError as exc:
@@ -220,6 +232,7 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
                 },
             )
         try:
+            _policy(request, "manage", instance)
             operations.instance_action(instance=instance, action=action, request=request)
             instance.refresh_from_db()
             self.message_user(
@@ -241,6 +254,7 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
             payload_text = request.POST.get("payload", "").strip()
             try:
                 payload = json.loads(payload_text) if payload_text else None
+                _policy(request, "events", instance)
                 operations.event_send(
                     instance=instance, event_type=event_type, payload=payload, request=request
                 )
@@ -354,6 +368,7 @@ class WorkflowOverviewAdmin(admin.ModelAdmin):
                 },
             )
         try:
+            policy_check(request, operation="manage", workflow_name=name)
             operations.version_activate(workflow_name=name, version=version, request=request)
             self.message_user(
                 request, f"Activated {name} v{version}: new instances run it.", messages.SUCCESS

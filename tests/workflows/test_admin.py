@@ -179,3 +179,14 @@ def test_activating_an_unknown_version_is_refused_with_a_message(console):
 def test_the_console_is_staff_only(client, alice, three):
     client.force_login(alice)
     assert client.get(CHANGELIST).status_code == 302
+
+
+def refuse(request, **kwargs):
+    return False
+
+
+def test_console_actions_obey_workflows_policies(console, three, settings):
+    settings.WORKFLOWS_POLICIES = {"manage": f"{__name__}.refuse"}
+    response = bulk(console, "pause_selected", three.values())
+    assert "0 instance(s) done, 2 not eligible skipped, 1 refused" in response.content.decode()
+    assert status_of("w1") == "waiting"
