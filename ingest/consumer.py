@@ -124,8 +124,8 @@ _TRACE_FOR_STATE = {
 }
 
 
-def _process(pk: int, lease_until: datetime, now: datetime) -> str:
-    row = RawEvent.objects.get(pk=pk)
+def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
+    pk = row.pk
     token = set_request_id(row.request_id or "-")
     began = time.perf_counter()
     try:
@@ -200,7 +200,7 @@ def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
     lease_until = _claim_one(raw_event_id, now)
     if lease_until is None:
         return NOT_CLAIMED
-    return _process(raw_event_id, lease_until, now)
+    return _process(RawEvent.objects.get(pk=raw_event_id), lease_until, now)
 
 
 def raw_events_consume_batch(
@@ -217,6 +217,7 @@ def raw_events_consume_batch(
         count(raw_event_consume(raw_event_id, now=now))
     if batch > 0:
         ids, lease_until = _claim_batch(batch, now or timezone.now())
+        rows = RawEvent.objects.in_bulk(ids)
         for pk in ids:
-            count(_process(pk, lease_until, now or timezone.now()))
+            count(_process(rows[pk], lease_until, now or timezone.now()))
     return outcomes

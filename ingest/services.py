@@ -9,13 +9,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
 from django.db.models import Q
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from ingest.envelope import Envelope, NotAnObject, envelope_from_dict, envelope_read
-from ingest.models import RawEvent, RawEventState, TraceLevel
+from ingest.envelope import Envelope, NotAnObject, envelope_read
+from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.signature import signature_header, signature_verify
 from ingest.traces import trace_write
 from ops.errors import ErrorCode
@@ -37,13 +36,6 @@ class Recorded:
     raw_event_id: int | None
     event_type: str
     duplicate: bool
-
-
-def _raw_json(text: str):
-    """Store the body's own text as the payload (no re-serialization of a parsed copy)."""
-    if connection.vendor == "postgresql":
-        return RawSQL("%s::jsonb", (text,))
-    return RawSQL("%s", (text,))
 
 
 class DeliveryRejected(Exception):
@@ -82,54 +74,113 @@ def raw_event_record(
 
 
 def _insert(*, body: bytes, envelope: Envelope, request_id: str) -> Recorded:
-    dedup_key = hashlib.sha256(body).hexdigest()
+    with transaction.atomic():
+        pk = _insert_row(body=body, envelope=envelope, request_id=request_id)
+        if pk is None:
+            return Recorded(None, envelope.event_type, duplicate=True)
+        received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
+        if raw_event_enqueue(raw_event_id=pk, request_id=request_id):
+            _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
+        else:
+            _traces_write(pk, request_id, received)
+    return Recorded(pk, envelope.event_type, duplicate=False)
+
+
+_RAW_EVENT_COLUMNS = (
+    "event_type",
+    "terra_user_id",
+    "reference_id",
+    "provider",
+    "signature_verified",
+    "dedup_key",
+    "request_id",
+    "received_at",
+    "attempts",
+    "state",
+    "payload",
+)
+
+
+def _insert_row(*, body: bytes, envelope: Envelope, request_id: str) -> int | None:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
+    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
+    insert's commit, then does nothing). The payload column gets the body's own bytes: no
+    parsed copy is re-serialized, and on PostgreSQL the body travels as one binary parameter
+    instead of being escaped into the SQL text (50 MB bodies)."""
+    values = [
+        envelope.event_type,
+        envelope.terra_user_id,
+        envelope.reference_id,
+        envelope.provider,
+        True,
+        hashlib.sha256(body).hexdigest(),
+        request_id,
+        connection.ops.adapt_datetimefield_value(timezone.now()),
+        0,
+        RawEventState.PENDING.value,
+    ]
+    columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
+    placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        sql = (
+            f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, "
+            "convert_from(%b, 'UTF8')::jsonb) ON CONFLICT DO NOTHING RETURNING id"
+        )
+        connection.ensure_connection()
+        # A server-side-binding cursor on Django's own connection (same transaction).
+        with psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, [*values, body])
+            found = cursor.fetchone()
+    else:
+        sql = (
+            f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, CAST(%s AS TEXT)) "
+            "ON CONFLICT DO NOTHING RETURNING id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*values, body])
+            found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def _traces_write(raw_event_id: int, request_id: str, *events: tuple[str, dict]) -> None:
+    """Several trace rows in one INSERT (the webhook's hot path); like trace_write, a trace
+    that cannot be written is logged, never allowed to fail the delivery."""
     try:
-        with transaction.atomic():
-            row = RawEvent.objects.create(
-                event_type=envelope.event_type,
-                terra_user_id=envelope.terra_user_id,
-                reference_id=envelope.reference_id,
-                provider=envelope.provider,
-                payload=_raw_json(body.decode("utf-8")),
-                signature_verified=True,
-                dedup_key=dedup_key,
-                request_id=request_id,
-            )
-            row.payload = None  # drop the body's text now, not when the response is gone
-            trace_write(
-                "webhook_received",
-                raw_event_id=row.pk,
-                request_id=request_id,
-                data={"type": envelope.event_type, "bytes": len(body)},
-            )
-            raw_event_enqueue(raw_event_id=row.pk, request_id=request_id)
-    except IntegrityError:
-        return Recorded(None, envelope.event_type, duplicate=True)
-    return Recorded(row.pk, envelope.event_type, duplicate=False)
+        TraceEvent.objects.bulk_create(
+            [
+                TraceEvent(request_id=request_id, raw_event_id=raw_event_id, event=event, data=data)
+                for event, data in events
+            ]
+        )
+    except Exception:
+        log.exception("could not write traces %s", [event for event, _ in events])
 
 
-def raw_event_create(*, payload: dict, request_id: str = "") -> RawEvent:
-    """Insert a row from an already-parsed payload (tests, the drain's tools); no enqueue."""
-    import json
+def raw_event_enqueue(*, raw_event_id: int, request_id: str = "") -> bool:
+    """Publish the consume task so that a worker only ever sees it with the row committed.
 
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    envelope = envelope_from_dict(payload)
-    return RawEvent.objects.create(
-        event_type=envelope.event_type,
-        terra_user_id=envelope.terra_user_id,
-        reference_id=envelope.reference_id,
-        provider=envelope.provider,
-        payload=payload,
-        signature_verified=False,
-        dedup_key=hashlib.sha256(body).hexdigest(),
-        request_id=request_id,
-    )
-
-
-def raw_event_enqueue(*, raw_event_id: int, request_id: str = "") -> None:
-    """Publish the consume task once the surrounding transaction commits (a worker must find
-    the row). A failed publish is logged and traced; the row stays pending for the drain."""
+    On the ORM broker (same database) the task row is inserted in the surrounding transaction:
+    both commit or neither does, at the cost of one commit instead of two. On Redis it is
+    pushed after commit. A failed publish is logged and traced; the row stays pending for the
+    drain. Returns True when the task is already in (the ORM case; the caller writes the
+    queue_published trace with its own), False when it is published later or failed."""
+    if _broker_shares_the_transaction():
+        return queue_publish(raw_event_id, request_id=request_id, in_transaction=True, trace=False)
     transaction.on_commit(lambda: queue_publish(raw_event_id, request_id=request_id))
+    return False
+
+
+def _broker_shares_the_transaction() -> bool:
+    from django_q.conf import Conf
+
+    # Conf.SYNC runs the task inline: that must wait for the commit like a real worker would.
+    return (
+        Conf.ORM == DEFAULT_DB_ALIAS
+        and not Conf.SYNC
+        and transaction.get_connection().in_atomic_block
+    )
 
 
 _broker = None
@@ -145,8 +196,11 @@ def _get_broker():
     return _broker
 
 
-def queue_publish(raw_event_id: int, *, request_id: str = "") -> bool:
-    """Hand one row to django-q2 now. Returns False (and traces why) when that fails."""
+def queue_publish(
+    raw_event_id: int, *, request_id: str = "", in_transaction: bool = False, trace: bool = True
+) -> bool:
+    """Hand one row to django-q2 now. Returns False (and traces why) when that fails. Inside a
+    transaction a database error is not swallowed: the transaction is broken and must fail."""
     from django_q.tasks import async_task
 
     try:
@@ -157,6 +211,11 @@ def queue_publish(raw_event_id: int, *, request_id: str = "") -> bool:
             save=False,  # failures are still saved; successes would only bloat the task table
             task_name=f"consume-{raw_event_id}",
         )
+    except DatabaseError:
+        if in_transaction:
+            raise
+        log.exception("could not enqueue raw event %s", raw_event_id)
+        return False
     except Exception as exc:
         log.exception("could not enqueue raw event %s", raw_event_id)
         trace_write(
@@ -167,7 +226,8 @@ def queue_publish(raw_event_id: int, *, request_id: str = "") -> bool:
             data={"error": f"{exc.__class__.__name__}: {exc}"[:500]},
         )
         return False
-    trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
+    if trace:
+        trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
     return True
 
 

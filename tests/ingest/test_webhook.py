@@ -43,7 +43,21 @@ def test_new_delivery_is_stored_with_its_envelope(deliver):
     assert TraceEvent.objects.filter(raw_event=row, event="webhook_received").exists()
 
 
-def test_new_delivery_is_enqueued_after_commit(deliver, django_capture_on_commit_callbacks):
+def test_new_delivery_is_queued_in_its_own_transaction_on_the_orm_broker(deliver):
+    from django_q.models import OrmQ
+
+    deliver(load_fixture("daily.json"))
+    assert OrmQ.objects.count() == 1  # committed with the row, or not at all
+    events = set(TraceEvent.objects.values_list("event", flat=True))
+    assert events == {"webhook_received", "queue_published"}
+
+
+def test_new_delivery_is_pushed_after_commit_on_an_outside_broker(
+    deliver, django_capture_on_commit_callbacks, monkeypatch
+):
+    from ingest import services
+
+    monkeypatch.setattr(services, "_broker_shares_the_transaction", lambda: False)
     with django_capture_on_commit_callbacks() as callbacks:
         deliver(load_fixture("daily.json"))
     assert len(callbacks) == 1
@@ -58,7 +72,10 @@ def test_duplicate_delivery_is_acknowledged_and_not_requeued(
         response = deliver(raw)
     assert response.status_code == 200
     assert response.json() == {"ok": True, "duplicate": True}
+    from django_q.models import OrmQ
+
     assert callbacks == []
+    assert OrmQ.objects.count() == 1
     assert RawEvent.objects.count() == 1
 
 
@@ -159,15 +176,19 @@ def test_body_exactly_at_the_cap_is_accepted(deliver, settings):
     assert deliver(raw).status_code == 200
 
 
+@pytest.mark.parametrize("in_transaction", [True, False])
 def test_enqueue_failure_leaves_the_row_for_the_drain(
-    deliver, django_capture_on_commit_callbacks, monkeypatch
+    deliver, django_capture_on_commit_callbacks, monkeypatch, in_transaction
 ):
     import django_q.tasks
+
+    from ingest import services
 
     def broken(*args, **kwargs):
         raise ConnectionError("redis is down")
 
     monkeypatch.setattr(django_q.tasks, "async_task", broken)
+    monkeypatch.setattr(services, "_broker_shares_the_transaction", lambda: in_transaction)
     with django_capture_on_commit_callbacks(execute=True):
         response = deliver(load_fixture("daily.json"))
     assert response.status_code == 200
@@ -191,7 +212,7 @@ def test_database_fault_is_503_with_retry_after(deliver, monkeypatch, error):
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(services.RawEvent.objects, "create", fail)
+    monkeypatch.setattr(services, "_insert_row", fail)
     response = deliver(load_fixture("daily.json"))
     assert response.status_code == 503
     assert response["Retry-After"]

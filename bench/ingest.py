@@ -1,0 +1,428 @@
+"""Ingest benchmark: webhook accept rate and latency, normalize rate through one qcluster (ORM and
+Redis brokers), and the web worker's peak RSS for one 50 MB delivery.
+
+    .venv/bin/python bench/ingest.py [--n 5000] [--c 16] [--url URL] [--workers 3]
+
+Without --url it creates a scratch PostgreSQL database (vf_bench by default, dropped and
+re-created: never the tests' or anyone's working database), migrates it, and runs gunicorn on
+loopback. The load generator is a small asyncio HTTP/1.1 client with keep-alive (pre-signed
+bodies), so the client costs as little CPU as possible on a 2-core box. It prints figures; it
+asserts nothing.
+
+Targets (issue 2): ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 normalized/s with one
+2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+SECRET = "bench-secret"
+USERS = 50
+
+
+# --- set-up ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(database_url: str, redis_url: str = "") -> dict:
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "TERRA_WEBHOOK_SECRET": SECRET,
+        "TERRA_API_KEY": "bench-no-demo",  # no simulator: backfills are not part of the bench
+        "TERRA_API_URL": "http://127.0.0.1:9",  # …and nothing reaches the real Terra
+        "DEBUG": "0",
+        "LOG_LEVEL": "WARNING",
+        "Q_CLUSTER_NAME": "vfbench",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def recreate_database(name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"{PG}/{name}"
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"],
+        cwd=ROOT,
+        env=server_env(url),
+        check=True,
+    )
+    return url
+
+
+def django_setup(database_url: str, redis_url: str = "") -> None:
+    os.environ.update(server_env(database_url, redis_url))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+
+
+def start_gunicorn(env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
+    args = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "-b",
+        f"127.0.0.1:{port}",
+        "-w",
+        str(workers),
+        "--preload",
+        "--log-level",
+        "warning",
+        "--timeout",
+        "120",
+        "--keep-alive",
+        "30",
+    ]
+    if threads > 1:
+        args += ["-k", "gthread", "--threads", str(threads)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env)
+    wait_up(f"http://127.0.0.1:{port}/webhook/terra", proc)
+    return proc
+
+
+def wait_up(url: str, proc: subprocess.Popen | None = None) -> None:
+    import httpx
+
+    for _ in range(600):
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if proc is not None and proc.poll() is not None:
+                raise SystemExit("server exited during start-up") from None
+            time.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# --- payloads ----------------------------------------------------------------------------
+
+
+def bodies(n: int, salt: str) -> list[bytes]:
+    """n distinct realistic deliveries (daily/sleep/activity for USERS users over past days)."""
+    from ingest import demo_payloads
+
+    kinds = ("daily", "sleep", "activity")
+    out = []
+    today = date(2026, 7, 1)
+    for i in range(n):
+        user = f"bench{i % USERS}"
+        day = today - timedelta(days=(i // USERS) // len(kinds))
+        payload = demo_payloads.data_payload(kinds[(i // USERS) % len(kinds)], user, day)
+        payload["bench"] = salt  # a new run's bodies never dedupe against an old run's
+        out.append(json.dumps(payload, separators=(",", ":")).encode())
+    return out
+
+
+def request_bytes(host: str, port: int, path: str, body: bytes) -> bytes:
+    from ingest.signature import signature_header_value
+
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Terra-Signature: {signature_header_value(body, secret=SECRET)}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+# --- load generator ------------------------------------------------------------------------
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length, close = 0, False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+        elif name.lower() == "connection" and value.strip().lower() == "close":
+            close = True
+    return status, await reader.readexactly(length), close
+
+
+async def _worker(host, port, queue: list[bytes], latencies, statuses, answers):
+    reader = writer = None
+    while queue:
+        request = queue.pop()
+        if writer is None:
+            reader, writer = await asyncio.open_connection(host, port)
+        began = time.perf_counter()
+        writer.write(request)
+        status, body, close = await _read_response(reader)
+        latencies.append(time.perf_counter() - began)
+        statuses[status] = statuses.get(status, 0) + 1
+        answers.append(body)
+        if close:
+            writer.close()
+            reader = writer = None
+    if writer is not None:
+        writer.close()
+
+
+def post_all(url: str, payloads: list[bytes], concurrency: int) -> dict:
+    parts = urlsplit(url)
+    host, port = parts.hostname, parts.port or 80
+    requests = [request_bytes(host, port, parts.path or "/", b) for b in payloads]
+    requests.reverse()  # workers pop from the end: send in order
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    answers: list[bytes] = []
+
+    async def main():
+        await asyncio.gather(
+            *(
+                _worker(host, port, requests, latencies, statuses, answers)
+                for _ in range(concurrency)
+            )
+        )
+
+    began = time.perf_counter()
+    asyncio.run(main())
+    wall = time.perf_counter() - began
+    latencies.sort()
+    return {
+        "n": len(payloads),
+        "concurrency": concurrency,
+        "seconds": round(wall, 3),
+        "accepted_per_s": round(statuses.get(200, 0) / wall, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        "max_ms": round(latencies[-1] * 1000, 2),
+        "statuses": statuses,
+    }
+
+
+# --- phases --------------------------------------------------------------------------------
+
+
+def ensure_users() -> None:
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    for i in range(USERS):
+        User.objects.get_or_create(username=f"bench{i}")
+
+
+def reset_tables() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE raw_events, trace_events, daily_summary, sleep_sessions, activities, "
+            "django_q_ormq, django_q_task RESTART IDENTITY CASCADE"
+        )
+
+
+def counts() -> dict:
+    from django.db.models import Count
+
+    from ingest.models import RawEvent
+
+    return dict(RawEvent.objects.values_list("state").annotate(n=Count("id")))
+
+
+def drain_with_qcluster(env: dict, total: int) -> dict:
+    """Start one qcluster (2 workers) and time it until no row is pending."""
+    from ingest.models import RawEvent, RawEventState
+
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**env, "Q_WORKERS": "2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.perf_counter()
+    first = None
+    try:
+        while True:
+            pending = RawEvent.objects.filter(state=RawEventState.PENDING).count()
+            if first is None and pending < total:
+                first = time.perf_counter()
+            if pending == 0:
+                break
+            if time.perf_counter() - started > 600:
+                break
+            time.sleep(0.05)
+        done = time.perf_counter()
+    finally:
+        stop(cluster)
+    busy = done - (first or started)
+    return {
+        "rows": total,
+        "seconds_from_first_row": round(busy, 2),
+        "seconds_incl_startup": round(done - started, 2),
+        "normalized_per_s": round(total / busy, 1) if busy else None,
+        "states": counts(),
+    }
+
+
+def rss_peak_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def gunicorn_worker_pid(master: int) -> int:
+    for _ in range(100):
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise SystemExit("no gunicorn worker")
+
+
+def big_body(target: int) -> bytes:
+    """A daily delivery padded with heart-rate samples to `target` bytes (Terra's large
+    payloads are exactly this: dense sample streams)."""
+    from ingest import demo_payloads
+
+    payload = demo_payloads.daily_payload("bench0", date(2026, 6, 1))
+    sample = '{"timestamp":"2026-06-01T00:00:00.000000+01:00","bpm":64}'
+    head = json.dumps(payload, separators=(",", ":"))[:-1] + ',"hr_samples":['
+    count = (target - len(head) - 2) // (len(sample) + 1)
+    text = head + ",".join([sample] * count) + "]}"
+    return text.encode()
+
+
+def big_delivery(env: dict) -> dict:
+    port = free_port()
+    master = start_gunicorn(env, port, workers=1, threads=1)
+    try:
+        worker = gunicorn_worker_pid(master.pid)
+        import httpx
+
+        httpx.get(f"http://127.0.0.1:{port}/webhook/terra")  # warm the worker up
+        before = rss_peak_kb(worker)
+        body = big_body(50 * 1024 * 1024 - 4096)
+        from ingest.signature import signature_header_value
+
+        began = time.perf_counter()
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/webhook/terra",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                "Terra-Signature": signature_header_value(body, secret=SECRET),
+            },
+            timeout=120,
+        )
+        seconds = time.perf_counter() - began
+        after = rss_peak_kb(worker)
+    finally:
+        stop(master)
+    return {
+        "body_mb": round(len(body) / 2**20, 2),
+        "status": response.status_code,
+        "seconds": round(seconds, 2),
+        "worker_peak_rss_before_mb": round(before / 1024, 1),
+        "worker_peak_rss_mb": round(after / 1024, 1),
+        "peak_rss_over_body": round(after * 1024 / len(body), 2),
+        "growth_over_body": round((after - before) * 1024 / len(body), 2),
+    }
+
+
+def run_broker(name: str, url: str, redis_url: str, args) -> dict:
+    env = server_env(url, redis_url)
+    reset_tables()
+    if redis_url:
+        import redis
+
+        redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+    port = free_port()
+    server = start_gunicorn(env, port, args.workers, args.threads)
+    try:
+        target = f"http://127.0.0.1:{port}/webhook/terra"
+        post_all(target, bodies(200, f"{name}-warm"), args.c)  # warm every worker
+        reset_tables()
+        if redis_url:
+            redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+        accept = post_all(target, bodies(args.n, f"{name}-{time.time()}"), args.c)
+    finally:
+        stop(server)
+    print(f"[{name}] accept: {json.dumps(accept)}", flush=True)
+    drain = drain_with_qcluster(env, args.n)
+    print(f"[{name}] drain:  {json.dumps(drain)}", flush=True)
+    return {"accept": accept, "drain": drain}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="post to this running webhook URL instead (accept only)")
+    parser.add_argument("--n", type=int, default=5000)
+    parser.add_argument("--c", type=int, default=16)
+    parser.add_argument("--db", default="vf_bench")
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--threads", type=int, default=1, help="gunicorn threads per worker")
+    parser.add_argument("--brokers", default="orm,redis")
+    parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument(
+        "--reuse-db", action="store_true", help="keep the bench database from the last run"
+    )
+    args = parser.parse_args()
+
+    if args.url:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        import django
+
+        django.setup()
+        print(json.dumps(post_all(args.url, bodies(args.n, str(time.time())), args.c)))
+        return
+
+    url = f"{PG}/{args.db}" if args.reuse_db else recreate_database(args.db)
+    django_setup(url)
+    ensure_users()
+    print(
+        f"vitalflow ingest bench · {os.cpu_count()} CPUs · PostgreSQL {args.db} · gunicorn "
+        f"{args.workers}×{args.threads} · N={args.n} C={args.c}",
+        flush=True,
+    )
+    results = {}
+    for broker in filter(None, args.brokers.split(",")):
+        results[broker] = run_broker(broker, url, REDIS if broker == "redis" else "", args)
+    if not args.skip_big:
+        big = big_delivery(server_env(url))
+        print(f"[50MB] {json.dumps(big)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
