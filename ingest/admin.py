@@ -13,6 +13,7 @@ from django.utils.timesince import timesince
 
 from ingest import admin_pages
 from ingest.admin_filters import ReceivedFilter, TriageFilter
+from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.services import raw_events_replay
 from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
@@ -390,6 +391,11 @@ class ImportJobAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def get_object(self, request, object_id, from_field=None):
+        # The counters are derived (ingest.imports): recount when someone looks at one job.
+        job = super().get_object(request, object_id, from_field)
+        return import_job_refresh(job=job) if job is not None else None
 
     @admin.display(description="user")
     def user_link(self, obj):

@@ -195,11 +195,17 @@ def test_dashboard_at_the_admin_index(console):
 def test_imports_and_traces_lists_render(console, alice):
     from ingest.models import ImportJob
 
-    ImportJob.objects.create(
+    job = ImportJob.objects.create(
         user=alice, days=3, start_date=timezone.now().date(), end_date=timezone.now().date()
     )
+    from ingest.models import DailySummary
+
+    DailySummary.objects.create(user=alice, source="garmin", date=timezone.now().date())
     trace_write("normalized", user_id=alice.pk, request_id="rq-x")
     assert console.get("/admin/ingest/importjob/").status_code == 200
+    assert console.get(f"/admin/ingest/importjob/{job.pk}/change/").status_code == 200
+    job.refresh_from_db()
+    assert job.rows_normalized == 1
     assert "rq-x" in console.get("/admin/ingest/traceevent/?request_id=rq-x").content.decode()
 
 
