@@ -48,6 +48,13 @@ def sync_fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields if f.name not in EXCLUDED_FIELDS]
 
 
+def _json_keys_are_attnames(model) -> bool:
+    # row_to_json names keys after columns; a db_column would rename a key on PostgreSQL only.
+    return all(
+        f.attname == f.column for f in model._meta.concrete_fields if f.name not in EXCLUDED_FIELDS
+    )
+
+
 def parse_since(raw: str | None) -> datetime | None:
     """ISO 8601 datetime (naive means UTC) or a bare date (its midnight UTC); '' means all."""
     if raw is None or raw.strip() == "":
@@ -144,7 +151,7 @@ def _table_rows(table: UserTable, *, user, since, after: Position | None, n: int
         )
     qs = qs.order_by("updated_at", "pk").values(*sync_fields(model))[:n]
     pk_column = model._meta.pk.column
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and _json_keys_are_attnames(model):
         # PostgreSQL writes each row's JSON itself: no per-value conversion in Python, which
         # is most of the cost of a page (bench/sync.py).
         sql, params = qs.query.sql_with_params()
