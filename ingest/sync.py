@@ -132,6 +132,10 @@ class Row:
 def _json_default(value):
     # isoformat() keeps microseconds and "+00:00", which is exactly what PostgreSQL's
     # row_to_json writes, so both databases serve the same strings.
+    if isinstance(value, datetime) and value.microsecond:
+        # PostgreSQL also drops trailing zeros of the fraction: .382650 → .38265
+        head, _, rest = value.isoformat().partition(".")
+        return f"{head}.{rest[:6].rstrip('0')}{rest[6:]}"
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, Decimal):

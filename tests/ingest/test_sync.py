@@ -1,7 +1,7 @@
 """GET /v1/sync: a year of one user's data, cursor-paginated across tables, incremental by
 `since`; bad input answers 400 with a code."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -163,3 +163,22 @@ def test_sync_rows_carry_iso_timestamps_and_no_raw_payload(user_api, alice):
     row = user_api.get("/v1/sync").json()["tables"]["sleep_sessions"][0]
     assert row["start_time"] == "2026-03-01T22:00:00+00:00"
     assert "raw" not in row and "user_id" not in row
+
+
+def test_the_database_json_path_and_the_python_path_serve_the_same_rows(
+    user_api, alice, monkeypatch
+):
+    from ingest import sync
+
+    make_year(alice, days=3)
+    SleepSession.objects.filter(user=alice).update(
+        sleep_minutes=421.5,
+        is_nap=False,
+        end_time=datetime(2026, 3, 1, 7, 0, 0, 382650, tzinfo=UTC),
+        updated_at=datetime(2026, 3, 1, 7, 0, 0, 500000, tzinfo=UTC),
+    )
+    fast = user_api.get("/v1/sync").json()["tables"]
+    monkeypatch.setattr(sync, "_json_keys_are_attnames", lambda model: False)
+    plain = user_api.get("/v1/sync").json()["tables"]
+    assert fast == plain
+    assert fast["sleep_sessions"][0]["end_time"] == "2026-03-01T07:00:00.38265+00:00"
