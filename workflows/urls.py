@@ -8,7 +8,6 @@ from django.urls import path
 
 from workflows.http import views
 
-ACTIONS = ("pause", "resume", "terminate", "restart")
 INSTANCE = "v1/workflows/<str:name>/instances/<str:instance_id>"
 
 urlpatterns = [
@@ -28,10 +27,10 @@ urlpatterns = [
     *[
         path(
             f"{INSTANCE}/{action}",
-            views.InstanceActionView.as_view(action=action),
+            views.ACTION_VIEWS[action].as_view(),
             name=f"workflows-instance-{action}",
         )
-        for action in ACTIONS
+        for action in views.ACTION_VIEWS
     ],
     path(f"{INSTANCE}/events", views.InstanceEventView.as_view(), name="workflows-instance-events"),
     path(

@@ -9,7 +9,7 @@ in one table, STATUS_BY_CODE.
 import functools
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -206,7 +206,8 @@ class InstanceDetailView(WorkflowsView):
 
 
 class InstanceActionView(WorkflowsView):
-    """pause | resume | terminate | restart (as_view(action=...))."""
+    """pause | resume | terminate | restart: one subclass per action (ACTION_VIEWS below), so
+    each has its own summary and operation id in the schema."""
 
     scopes = {"POST": "manage"}
     action = "pause"
@@ -223,6 +224,20 @@ class InstanceActionView(WorkflowsView):
         )
         body = {"ok": True, "details": selectors.instance_details(instance)}
         return Response(body)
+
+
+ACTION_SUMMARIES = {
+    "pause": "Pause an instance (no new step starts)",
+    "resume": "Resume a paused instance",
+    "terminate": "Terminate an instance (nothing runs again)",
+    "restart": "Restart an instance as a new run",
+}
+ACTION_VIEWS = {
+    action: extend_schema_view(
+        post=extend_schema(summary=summary, operation_id=f"workflows_instance_{action}")
+    )(type(f"Instance{action.capitalize()}View", (InstanceActionView,), {"action": action}))
+    for action, summary in ACTION_SUMMARIES.items()
+}
 
 
 class InstanceEventView(WorkflowsView):
