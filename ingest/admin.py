@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from ingest import admin_pages
-from ingest.admin_filters import ReceivedFilter, TriageFilter
+from ingest.admin_filters import EventTypeFilter, ProviderFilter, ReceivedFilter, TriageFilter
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.services import raw_events_replay
@@ -62,7 +62,7 @@ class RawEventAdmin(admin.ModelAdmin):
         "attempts",
     )
     list_display_links = ("id",)
-    list_filter = (TriageFilter, "state", ReceivedFilter, "event_type", "provider")
+    list_filter = (TriageFilter, "state", ReceivedFilter, EventTypeFilter, ProviderFilter)
     search_fields = ("=terra_user_id", "=reference_id", "=request_id")
     search_help_text = "exact Terra user id, reference id, request id or raw event id"
     list_select_related = ("user",)

@@ -6,7 +6,8 @@ from datetime import timedelta
 from django.contrib import admin
 from django.utils import timezone
 
-from ingest.models import RawEventState
+from ingest.models import RawEventState, TerraConnection
+from ingest.registry import registered_types
 from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, parse_age
 
 
@@ -53,3 +54,33 @@ class ReceivedFilter(admin.SimpleListFilter):
             except ValueError:
                 return queryset
         return queryset
+
+
+class EventTypeFilter(admin.SimpleListFilter):
+    """Choices from the normalizer registry, not SELECT DISTINCT over every delivery ever."""
+
+    title = "type"
+    parameter_name = "event_type"
+
+    def lookups(self, request, model_admin):
+        known = set(registered_types()) | {"auth", "deauth", "athlete", "nutrition"}
+        return [(t, t) for t in sorted(known)]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(event_type=self.value()) if self.value() else queryset
+
+
+class ProviderFilter(admin.SimpleListFilter):
+    """Providers we hold connections for (a small table), matched case-insensitively."""
+
+    title = "provider"
+    parameter_name = "provider"
+
+    def lookups(self, request, model_admin):
+        providers = TerraConnection.objects.values_list("provider", flat=True).distinct()
+        return [(p.upper(), p.upper()) for p in sorted({p.upper() for p in providers if p})]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        return queryset.filter(provider__in={self.value(), self.value().lower()})

@@ -27,6 +27,7 @@ def console(client, staff):
 
 
 def test_raw_event_list_filters_and_search(console, alice):
+    TerraConnectionFactory(user=alice, provider="GARMIN")
     dead = RawEventFactory(state="dead", process_error="KeyError", user=alice, request_id="rq-9")
     RawEventFactory(state="processed", event_type="sleep")
     RawEventFactory(state="skipped", process_error="skipped:athlete")
@@ -39,12 +40,20 @@ def test_raw_event_list_filters_and_search(console, alice):
         f"q={dead.pk}",
         f"q={dead.terra_user_id}",
         "received=24h",
-        "event_type__exact=daily",
+        "event_type=daily",
+        "provider=GARMIN",
     ):
         response = console.get(f"{CHANGELIST}?{query}")
         assert response.status_code == 200, query
         assert f"/admin/ingest/rawevent/{dead.pk}/change/" in response.content.decode()
     assert f"/rawevent/{dead.pk}/" not in console.get(CHANGELIST + "?q=nope").content.decode()
+    assert (
+        f"/rawevent/{dead.pk}/" not in console.get(CHANGELIST + "?provider=OURA").content.decode()
+    )
+    assert (
+        f"/rawevent/{dead.pk}/"
+        not in console.get(CHANGELIST + "?event_type=sleep").content.decode()
+    )
 
 
 def test_raw_event_list_has_no_n_plus_1(console):
