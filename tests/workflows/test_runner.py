@@ -84,7 +84,8 @@ def test_restart_fences_off_the_runner_of_the_previous_run(harness):
     assert harness.status("noop3", "r")["status"] == "complete"
 
 
-def test_the_lease_is_renewed_while_a_long_step_runs(db, settings):
+@pytest.mark.django_db(transaction=True)  # the watchdog renews from its own thread/connection
+def test_the_lease_is_renewed_while_a_long_step_runs(settings):
     settings.WORKFLOWS_LEASE_SECONDS = 0.3
     services.instance_create(workflow_name="t-slow-step", instance_id="l", params={"seconds": 1})
     assert run_one(owner="r", threaded=True) == "complete"  # without renewal: lost at 0.3 s

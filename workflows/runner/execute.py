@@ -3,11 +3,9 @@ every step boundary (persist.commit). The decisions come from workflows.decision
 
 import json
 import logging
-import threading
-import time
 from datetime import UTC, datetime, timedelta
 
-from django.db import IntegrityError, connections
+from django.db import IntegrityError
 
 from workflows import decisions, durations, limits, runtime
 from workflows.authoring import WorkflowEvent, registry
@@ -16,13 +14,13 @@ from workflows.errors import (
     InvalidStep,
     NonRetryableError,
     StepFailed,
-    StepTimeout,
     WaitForEventTimeout,
     WorkflowError,
 )
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
 from workflows.runner import persist
+from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.step import Halt, Step, Suspend
 
@@ -355,43 +353,16 @@ class Execution:
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
-    """(value, None) or (None, exception). Threaded: the callback runs in its own thread while
-    this one renews the lease; past the timeout the attempt fails and its late result is dropped
-    (Python cannot kill a thread). Inline (the test harness): the timeout is checked afterwards."""
+    """(value, None) or (None, exception); see runner/callbacks.py for the timeout rules.
+    `threaded` = a real runner, whose watchdog thread renews the lease while the step runs."""
     if not threaded:
-        started = time.monotonic()
-        try:
-            value = callback()
-        except Exception as exc:
-            return None, exc
-        if (time.monotonic() - started) * 1000 > timeout_ms:
-            return None, StepTimeout(f"attempt timed out after {timeout_ms} ms")
-        return value, None
-    box: dict = {}
-    done = threading.Event()
-
-    def target():
-        try:
-            box["value"] = callback()
-        except BaseException as exc:  # noqa: BLE001 - reported to the runner, not lost
-            box["error"] = exc
-        finally:
-            for conn in connections.all(initialized_only=True):
-                conn.close()
-            done.set()
-
-    threading.Thread(target=target, daemon=True, name="workflow-step").start()
-    deadline = time.monotonic() + timeout_ms / 1000
-    renew_every = max(claim.lease_seconds / 3, 0.05)
-    while not done.wait(max(0.0, min(renew_every, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline:
-            return None, StepTimeout(f"attempt timed out after {timeout_ms} ms")
-        if not renew(claim):
-            raise Halt()
-    if "error" in box:
-        exc = box["error"]
-        return None, exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
-    return box.get("value"), None
+        return run_inline(callback, timeout_ms=timeout_ms)
+    return run_watched(
+        callback,
+        timeout_ms=timeout_ms,
+        renew_every=max(claim.lease_seconds / 3, 0.05),
+        renew=lambda: renew(claim),
+    )
 
 
 def _roundtrip(value):

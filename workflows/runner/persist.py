@@ -23,7 +23,6 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowLog,
     WorkflowStep,
-    WorkflowTask,
 )
 from workflows.runner.claim import Claim
 
@@ -82,16 +81,22 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
         if permission == DISCARD:
             return DISCARD
         keep_only = permission == KEEP_AND_STOP
-        _write_steps(claim, pending.steps.values(), now, skip_starts=keep_only)
-        _write_consumed(pending.consumed, now)
-        if pending.logs:
-            WorkflowLog.objects.bulk_create(_log_rows(claim, pending.logs))
-        for fn in pending.mutations:
+        for fn in pending.mutations:  # user writes first: an IntegrityError aborts it all
             fn()
+        statements = _step_statements(claim, pending.steps.values(), now, skip_starts=keep_only)
+        statements += [
+            (
+                "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
+                [_dt(now), step_name, event_pk],
+            )
+            for event_pk, step_name in pending.consumed
+        ]
+        statements += _log_statements(claim, pending.logs)
         if keep_only:
-            _task(claim).update(lock_owner="", locked_until=None)
+            statements.append(_release(claim))
         else:
-            _apply_outcome(claim, outcome, now, pending)
+            statements += _outcome_statements(claim, outcome, now, pending)
+        _execute_all(statements)
     pending.clear()
     return permission
 
@@ -119,8 +124,18 @@ def _guard(claim: Claim, now: datetime) -> str:
     return boundary_permission(Status.PAUSED if row[0] is None else Status.ACTIVE)
 
 
-def _task(claim: Claim):
-    return WorkflowTask.objects.filter(pk=claim.task_pk, fencing_token=claim.fencing_token)
+def _execute_all(statements: list[tuple[str, list]]) -> None:
+    """Run the boundary's writes; on PostgreSQL pipelined, so they cost one round trip."""
+    if not statements:
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and len(statements) > 1:
+            with connection.connection.pipeline():
+                for sql, params in statements:
+                    cursor.execute(sql, params)
+        else:
+            for sql, params in statements:
+                cursor.execute(sql, params)
 
 
 _STEP_COLUMNS = (
@@ -141,19 +156,23 @@ _STEP_COLUMNS = (
     "started_at",
     "completed_at",
 )
-_STEP_FIELDS = {
-    column: WorkflowStep._meta.get_field(column.removesuffix("_id")) for column in _STEP_COLUMNS
-}
-_UPSERT_TAIL = (
-    " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:])
-    + " RETURNING id, name"
+
+
+def _fields(model, columns) -> dict:
+    """Model fields by column name, to prepare raw-SQL values exactly as the ORM would."""
+    by_column = {f.column: f for f in model._meta.concrete_fields}
+    return {column: by_column[column] for column in columns}
+
+
+_STEP_FIELDS = _fields(WorkflowStep, _STEP_COLUMNS)
+_UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:]
 )
 
 
-def _write_steps(claim: Claim, states, now: datetime, *, skip_starts: bool) -> None:
+def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) -> list:
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
-    rows, by_name = [], {}
+    rows = []
     for state in states:
         if skip_starts and state.status == StepStatus.RUNNING:
             continue  # paused: a step that has not begun must not begin
@@ -178,77 +197,101 @@ def _write_steps(claim: Claim, states, now: datetime, *, skip_starts: bool) -> N
         rows.append(
             [_STEP_FIELDS[c].get_db_prep_save(values[c], connection) for c in _STEP_COLUMNS]
         )
-        by_name[state.name] = state
     if not rows:
-        return
+        return []
     one = "(" + ", ".join(["%s"] * len(_STEP_COLUMNS)) + ")"
     sql = (
         f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES "
         + ", ".join([one] * len(rows))
         + _UPSERT_TAIL
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value for row in rows for value in row])
-        for pk, name in cursor.fetchall():
-            by_name[name].pk = pk
+    return [(sql, [value for row in rows for value in row])]
 
 
-def _dt(value: datetime):
-    return connection.ops.adapt_datetimefield_value(value)
+_LOG_COLUMNS = (
+    "instance_id",
+    "run_number",
+    "level",
+    "category",
+    "message",
+    "data",
+    "step_name",
+    "attempt",
+    "is_replay",
+    "request_id",
+    "created_at",
+)
+_LOG_FIELDS = _fields(WorkflowLog, _LOG_COLUMNS)
 
 
-def _write_consumed(consumed: list[tuple[int, str]], now: datetime) -> None:
-    for event_pk, step_name in consumed:
-        WorkflowEvent.objects.filter(pk=event_pk).update(
-            consumed_at=now, consumed_by_step=step_name
-        )
+def _log_statements(claim: Claim, logs: list[dict]) -> list:
+    if not logs:
+        return []
+    params = []
+    for entry in logs:
+        values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
+        params += [_LOG_FIELDS[c].get_db_prep_save(values[c], connection) for c in _LOG_COLUMNS]
+    one = "(" + ", ".join(["%s"] * len(_LOG_COLUMNS)) + ")"
+    sql = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES " + ", ".join(
+        [one] * len(logs)
+    )
+    return [(sql, params)]
 
 
-def _log_rows(claim: Claim, logs: list[dict]) -> list[WorkflowLog]:
-    return [
-        WorkflowLog(instance_id=claim.instance_pk, run_number=claim.run_number, **entry)
-        for entry in logs
-    ]
+def _release(claim: Claim, **changes) -> tuple[str, list]:
+    """Give up the lease (optionally setting run_at, kind, priority, wait_event_type)."""
+    sets = ["lock_owner = ''", "locked_until = NULL"]
+    params = []
+    for column, value in changes.items():
+        sets.append(f"{column} = %s")
+        params.append(_dt(value) if isinstance(value, datetime) else value)
+    sql = f"UPDATE workflow_task SET {', '.join(sets)} WHERE id = %s AND fencing_token = %s"
+    return sql, params + [claim.task_pk, claim.fencing_token]
 
 
-def _apply_outcome(claim: Claim, outcome, now: datetime, pending: Pending) -> None:
-    instance = WorkflowInstance.objects.filter(pk=claim.instance_pk)
+_INSTANCE_FIELDS = _fields(WorkflowInstance, ("output", "error"))
+
+
+def _instance_update(claim: Claim, now: datetime, status: str, **json_fields) -> tuple:
+    sets, params = ["status = %s", "updated_at = %s"], [status, _dt(now)]
+    if status in (Status.COMPLETE, Status.ERRORED):
+        sets.append("completed_at = %s")
+        params.append(_dt(now))
+    for column, value in json_fields.items():
+        sets.append(f"{column} = %s")
+        params.append(_INSTANCE_FIELDS[column].get_db_prep_save(value, connection))
+    sql = f"UPDATE workflow_instance SET {', '.join(sets)} WHERE id = %s"
+    return sql, params + [claim.instance_pk]
+
+
+def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) -> list:
+    delete_task = (
+        "DELETE FROM workflow_task WHERE id = %s AND fencing_token = %s",
+        [claim.task_pk, claim.fencing_token],
+    )
     if isinstance(outcome, Continue):
-        return
+        return []
     if isinstance(outcome, SuspendTo):
         run_at, kind = outcome.run_at, outcome.kind
         if outcome.wait_event_type and _event_waiting(claim, outcome.wait_event_type, pending):
             # An event landed while we ran: its sender saw our lease, so wake ourselves.
             run_at, kind = now, TaskKind.EVENT
-        _task(claim).update(
+        release = _release(
+            claim,
             run_at=run_at,
             kind=kind,
             priority=TASK_PRIORITY[kind],
             wait_event_type=outcome.wait_event_type,
-            lock_owner="",
-            locked_until=None,
         )
-        instance.update(status=Status.WAITING, updated_at=now)
-    elif isinstance(outcome, Finish):
-        _task(claim).delete()
-        instance.update(
-            status=Status.COMPLETE, output=outcome.output, updated_at=now, completed_at=now
-        )
-    elif isinstance(outcome, Fail):
-        _task(claim).delete()
-        instance.update(
-            status=Status.ERRORED, error=outcome.error, updated_at=now, completed_at=now
-        )
-    elif isinstance(outcome, Requeue):
-        _task(claim).update(
-            run_at=outcome.run_at,
-            kind=outcome.kind,
-            priority=TASK_PRIORITY[outcome.kind],
-            lock_owner="",
-            locked_until=None,
-        )
-    else:
-        raise TypeError(f"unknown outcome {outcome!r}")
+        return [release, _instance_update(claim, now, Status.WAITING)]
+    if isinstance(outcome, Finish):
+        return [delete_task, _instance_update(claim, now, Status.COMPLETE, output=outcome.output)]
+    if isinstance(outcome, Fail):
+        return [delete_task, _instance_update(claim, now, Status.ERRORED, error=outcome.error)]
+    if isinstance(outcome, Requeue):
+        kind = outcome.kind
+        return [_release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])]
+    raise TypeError(f"unknown outcome {outcome!r}")
 
 
 def _event_waiting(claim: Claim, event_type: str, pending: Pending) -> bool:
@@ -263,3 +306,7 @@ def _event_waiting(claim: Claim, event_type: str, pending: Pending) -> bool:
         .exclude(pk__in=taken)
         .exists()
     )
+
+
+def _dt(value: datetime):
+    return connection.ops.adapt_datetimefield_value(value)
