@@ -12,7 +12,13 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from ingest import admin_pages
-from ingest.admin_filters import EventTypeFilter, ProviderFilter, ReceivedFilter, TriageFilter
+from ingest.admin_filters import (
+    EventTypeFilter,
+    ProviderFilter,
+    ReceivedFilter,
+    TraceEventFilter,
+    TriageFilter,
+)
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.services import raw_events_replay
@@ -338,7 +344,7 @@ class TraceEventAdmin(admin.ModelAdmin):
         "request_id",
         "data",
     )
-    list_filter = ("level", "event")
+    list_filter = ("level", TraceEventFilter)
     search_fields = ("=request_id",)
     list_select_related = ("user", "raw_event")
     show_full_result_count = False

@@ -84,3 +84,32 @@ class ProviderFilter(admin.SimpleListFilter):
         if not self.value():
             return queryset
         return queryset.filter(provider__in={self.value(), self.value().lower()})
+
+
+class TraceEventFilter(admin.SimpleListFilter):
+    """The events the webhook, the consumer and the schedules write (a fixed list, so the page
+    does not scan the traces table for distinct values)."""
+
+    title = "event"
+    parameter_name = "event"
+    EVENTS = (
+        "webhook_received",
+        "queue_published",
+        "queue_publish_failed",
+        "normalized",
+        "parked",
+        "skipped",
+        "retry_scheduled",
+        "dead",
+        "backfill_requested",
+        "backfill_failed",
+        "connections_reconciled",
+        "drain_run",
+        "reconcile_run",
+    )
+
+    def lookups(self, request, model_admin):
+        return [(e, e) for e in self.EVENTS]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(event=self.value()) if self.value() else queryset

@@ -216,6 +216,8 @@ def test_imports_and_traces_lists_render(console, alice):
     job.refresh_from_db()
     assert job.rows_normalized == 1
     assert "rq-x" in console.get("/admin/ingest/traceevent/?request_id=rq-x").content.decode()
+    assert "rq-x" in console.get("/admin/ingest/traceevent/?event=normalized").content.decode()
+    assert "rq-x" not in console.get("/admin/ingest/traceevent/?event=dead").content.decode()
 
 
 def test_staff_without_change_permission_sees_no_actions_and_cannot_drain(client):
