@@ -21,6 +21,7 @@ from workflows import runtime
 from workflows.authoring import registry
 from workflows.http import operations
 from workflows.http.permissions import policy_check
+from workflows.http.timeline import timeline
 from workflows.models import TERMINAL_STATUSES, WorkflowDeployment, WorkflowInstance
 
 # Which statuses each action may touch; others are skipped and counted, never sent.
@@ -193,7 +194,7 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
             "instance": instance,
             "run": run,
             "runs": range(instance.run_number, 0, -1),
-            "timeline": operations.timeline(instance=instance, run_number=run),
+            "timeline": timeline(instance=instance, run_number=run),
             "params_json": pretty(instance.params),
             "output_json": pretty(instance.output) if instance.output is not None else None,
             "error_json": pretty(instance.error) if instance.error else None,

@@ -13,8 +13,9 @@ from django.db.models import Max
 
 from ops.errors import ApiError
 from ops.models import AuditLog
+from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import runner, selectors, services
+from workflows import runner, services
 from workflows.models import WorkflowInstance
 
 ACTIONS = {
@@ -23,6 +24,11 @@ ACTIONS = {
     "terminate": services.instance_terminate,
     "restart": services.instance_restart,
 }
+
+
+def _request_id() -> str:
+    current = get_request_id()
+    return "" if current == "-" else current
 
 
 def instance_resource(workflow_name: str, instance_id: str | None = None) -> str:
@@ -142,7 +148,9 @@ def version_activate(*, workflow_name: str, version: int, request=None, actor=No
         )
         raise
     # The engine wrote the success row in its transaction; add what only we know.
-    written = AuditLog.objects.filter(pk__gt=before, action=action, resource=resource)
+    written = AuditLog.objects.filter(
+        pk__gt=before, action=action, resource=resource, request_id=_request_id()
+    )
     if not written.update(idempotency_key=getattr(request, "idempotency_key", "") or ""):
         audit(
             action=action,
@@ -161,50 +169,3 @@ def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=
         processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
         return processed
-
-
-def timeline(*, instance: WorkflowInstance, run_number: int) -> list[dict]:
-    """Steps, events and logs of one run merged by time, for the console's instance page."""
-    history = selectors.instance_history(instance=instance, run_number=run_number)
-    entries = []
-    for step in history["steps"]:
-        detail = step.error if step.error else step.result
-        entries.append(
-            {
-                "at": step.started_at,
-                "kind": f"step ({step.type})",
-                "title": step.name,
-                "status": f"{step.status}, attempts {step.attempts}",
-                "detail": _pretty(detail),
-            }
-        )
-    for event in history["events"]:
-        consumed = f"consumed by {event.consumed_by_step!r}" if event.consumed_at else "pending"
-        entries.append(
-            {
-                "at": event.created_at,
-                "kind": "event",
-                "title": event.type,
-                "status": consumed,
-                "detail": _pretty(event.payload),
-            }
-        )
-    for log in history["logs"][:1000]:
-        where = f" [{log.step_name}#{log.attempt}]" if log.step_name else ""
-        entries.append(
-            {
-                "at": log.created_at,
-                "kind": f"log ({log.category})",
-                "title": log.message + where,
-                "status": log.level,
-                "detail": _pretty(log.data),
-                "is_replay": log.is_replay,
-            }
-        )
-    return sorted(entries, key=lambda e: e["at"])
-
-
-def _pretty(value) -> str:
-    import json
-
-    return "" if value is None else json.dumps(value, indent=2, sort_keys=True, default=str)
