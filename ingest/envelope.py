@@ -46,7 +46,7 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def envelope_read(body: bytes) -> Envelope:
+def envelope_read(body: bytes | bytearray) -> Envelope:
     """Parse `body` (already signature-checked) and name the event. Raises NotAnObject."""
     try:
         doc = json.loads(body, object_pairs_hook=_keep_or_collapse)

@@ -50,7 +50,7 @@ class DeliveryRejected(Exception):
 
 
 def raw_event_record(
-    *, body: bytes, headers, request_id: str = "", now: float | None = None
+    *, body: bytes | bytearray, headers, request_id: str = "", now: float | None = None
 ) -> Recorded:
     """Verify one Terra delivery, insert it and enqueue it after commit.
 
@@ -73,7 +73,7 @@ def raw_event_record(
     return _insert(body=body, envelope=envelope, request_id=request_id)
 
 
-def _insert(*, body: bytes, envelope: Envelope, request_id: str) -> Recorded:
+def _insert(*, body: bytes | bytearray, envelope: Envelope, request_id: str) -> Recorded:
     with transaction.atomic():
         pk = _insert_row(body=body, envelope=envelope, request_id=request_id)
         if pk is None:
@@ -101,7 +101,7 @@ _RAW_EVENT_COLUMNS = (
 )
 
 
-def _insert_row(*, body: bytes, envelope: Envelope, request_id: str) -> int | None:
+def _insert_row(*, body: bytes | bytearray, envelope: Envelope, request_id: str) -> int | None:
     """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
     raw_events_dedup already holds this delivery (a concurrent twin waits for the first
     insert's commit, then does nothing). The payload column gets the body's own bytes: no
@@ -122,26 +122,65 @@ def _insert_row(*, body: bytes, envelope: Envelope, request_id: str) -> int | No
     columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
     placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
     if connection.vendor == "postgresql":
-        import psycopg
-
-        sql = (
-            f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, "
-            "convert_from(%b, 'UTF8')::jsonb) ON CONFLICT DO NOTHING RETURNING id"
-        )
-        connection.ensure_connection()
-        # A server-side-binding cursor on Django's own connection (same transaction).
-        with psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql, [*values, body])
-            found = cursor.fetchone()
-    else:
-        sql = (
-            f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, CAST(%s AS TEXT)) "
-            "ON CONFLICT DO NOTHING RETURNING id"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*values, body])
-            found = cursor.fetchone()
+        return _insert_row_postgresql(columns, placeholders, values, body)
+    sql = (
+        f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, CAST(%s AS TEXT)) "
+        "ON CONFLICT DO NOTHING RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, body])
+        found = cursor.fetchone()
     return found[0] if found else None
+
+
+STREAM_ABOVE_BYTES = 4 * 1024 * 1024
+_COPY_CHUNK = 1024 * 1024
+
+
+def _insert_row_postgresql(columns: str, placeholders: str, values: list, body) -> int | None:
+    import psycopg
+
+    connection.ensure_connection()
+    # A server-side-binding cursor on Django's own connection (same transaction): the body is
+    # one binary parameter, never escaped into the SQL text.
+    with psycopg.Cursor(connection.connection) as cursor:
+        if len(body) <= STREAM_ABOVE_BYTES:
+            cursor.execute(
+                f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, "
+                "convert_from(%b, 'UTF8')::jsonb) ON CONFLICT DO NOTHING RETURNING id",
+                [*values, body],
+            )
+            found = cursor.fetchone()
+        else:
+            found = _insert_streamed(cursor, columns, placeholders, values, body)
+    return found[0] if found else None
+
+
+def _insert_streamed(cursor, columns: str, placeholders: str, values: list, body):
+    """Big bodies go through COPY in 1 MB chunks: libpq would otherwise copy a bound parameter
+    into an output buffer that grows by doubling and is never shrunk (+2× the body in the web
+    worker, for the connection's lifetime)."""
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS raw_event_upload (body bytea) ON COMMIT DELETE ROWS"
+    )
+    view = memoryview(body)
+    with cursor.copy("COPY raw_event_upload (body) FROM STDIN (FORMAT BINARY)") as copy:
+        # PGCOPY binary stream: signature, flags, header extension, one tuple of one field.
+        copy.write(b"PGCOPY\n\xff\r\n\x00" + bytes(8))
+        copy.write((1).to_bytes(2, "big") + len(body).to_bytes(4, "big"))
+        for start in range(0, len(body), _COPY_CHUNK):
+            copy.write(view[start : start + _COPY_CHUNK])
+        copy.write((-1).to_bytes(2, "big", signed=True))
+    view.release()
+    cursor.execute(
+        f"INSERT INTO raw_events ({columns}) SELECT {placeholders}, "
+        "convert_from(body, 'UTF8')::jsonb FROM raw_event_upload "
+        "ON CONFLICT DO NOTHING RETURNING id",
+        values,
+    )
+    found = cursor.fetchone()
+    cursor.execute("DELETE FROM raw_event_upload")
+    return found
 
 
 def _traces_write(raw_event_id: int, request_id: str, *events: tuple[str, dict]) -> None:

@@ -68,7 +68,7 @@ def _parse(header: str) -> tuple[str | None, list[str]] | None:
 def signature_verify(
     *,
     header: str | None,
-    body: bytes,
+    body: bytes | bytearray,
     secrets: Iterable[str] | None = None,
     now: float | None = None,
     tolerance: int | None = None,

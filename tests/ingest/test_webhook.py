@@ -230,3 +230,18 @@ def test_signature_header_value_uses_first_character_exactly(client):
     )
     assert response.status_code == 401
     assert response.json()["reason"] == "malformed_header"
+
+
+def test_big_bodies_streamed_to_the_database_are_stored_whole_and_dedupe(deliver, monkeypatch):
+    from ingest import services
+
+    monkeypatch.setattr(services, "STREAM_ABOVE_BYTES", 64)  # PostgreSQL streams via COPY
+    payload = load_fixture("sleep.json")
+    payload["note"] = "é" * 500  # multi-byte UTF-8 across chunk boundaries
+    raw = json.dumps(payload, ensure_ascii=False).encode()
+    first = deliver(raw)
+    assert first.status_code == 200
+    assert RawEvent.objects.get().payload == payload
+    assert deliver(raw).json() == {"ok": True, "duplicate": True}
+    deliver(raw.replace(b"sleep", b"sleep ", 1))
+    assert RawEvent.objects.count() == 2
