@@ -116,7 +116,10 @@ class Api:
         if response.is_error:
             code = data.get("code", "error") if isinstance(data, dict) else "error"
             message = data.get("message", "") if isinstance(data, dict) else str(data)
-            raise CliError(f"{code}: {message} (HTTP {response.status_code})")
+            hint = (
+                " (is --url the API base, e.g. http://host:8000/v1?)" if code == "not_found" else ""
+            )
+            raise CliError(f"{code}: {message} (HTTP {response.status_code}){hint}")
         return data
 
 
