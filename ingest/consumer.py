@@ -22,9 +22,8 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from ingest.models import RawEvent, RawEventState, TraceLevel
+from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.registry import Normalizer, NormalizeResult, normalizer_for
-from ingest.traces import trace_write
 from ops.request_id import reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
@@ -124,6 +123,28 @@ _TRACE_FOR_STATE = {
 }
 
 
+def _trace_outcome(row: RawEvent, event: str, *, began: float, level: str, data: dict) -> None:
+    """consume_event and the outcome trace in one INSERT (this runs for every row). Like
+    trace_write, losing a trace is logged, never allowed to fail the row."""
+    common = {"request_id": row.request_id, "raw_event_id": row.pk, "user_id": row.user_id}
+    step = {"type": row.event_type, "attempt": row.attempts}
+    try:
+        TraceEvent.objects.bulk_create(
+            [
+                TraceEvent(event="consume_event", data=step, **common),
+                TraceEvent(
+                    event=event,
+                    level=level,
+                    duration_ms=round((time.perf_counter() - began) * 1000, 2),
+                    data={**step, **data},
+                    **common,
+                ),
+            ]
+        )
+    except Exception:
+        log.exception("could not write the traces of raw event %s", row.pk)
+
+
 def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     pk = row.pk
     token = set_request_id(row.request_id or "-")
@@ -138,18 +159,14 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
                 )
                 if changed != 1:
                     raise _LostClaim
-                trace_write(
+                _trace_outcome(
+                    row,
                     _TRACE_FOR_STATE[fields["state"]],
-                    raw_event_id=pk,
-                    user_id=row.user_id,
-                    request_id=row.request_id,
-                    duration_ms=round((time.perf_counter() - began) * 1000, 2),
+                    began=began,
                     level=TraceLevel.WARNING
                     if fields["state"] == RawEventState.PARKED
                     else TraceLevel.INFO,
                     data={
-                        "type": row.event_type,
-                        "attempt": row.attempts,
                         "rows": result.rows,
                         **({"error": fields["process_error"]} if fields["process_error"] else {}),
                     },
@@ -160,12 +177,14 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
             return NOT_CLAIMED
         except Exception as exc:
             log.exception("raw event %s: normalizer for %s raised", pk, row.event_type)
-            return _failed(row, exc, lease_until, now)
+            return _failed(row, exc, lease_until, now, began)
     finally:
         reset_request_id(token)
 
 
-def _failed(row: RawEvent, exc: Exception, lease_until: datetime, now: datetime) -> str:
+def _failed(
+    row: RawEvent, exc: Exception, lease_until: datetime, now: datetime, began: float
+) -> str:
     """Retry with backoff, or give up after MAX_ATTEMPTS (the row is then dead: the DLQ)."""
     error = f"{exc.__class__.__name__}: {exc}"[:2000]
     dead = row.attempts >= MAX_ATTEMPTS
@@ -177,14 +196,12 @@ def _failed(row: RawEvent, exc: Exception, lease_until: datetime, now: datetime)
         )
         if changed != 1:
             return NOT_CLAIMED
-        trace_write(
+        _trace_outcome(
+            row,
             "dead" if dead else "retry_scheduled",
-            raw_event_id=row.pk,
-            request_id=row.request_id,
+            began=began,
             level=TraceLevel.ERROR if dead else TraceLevel.WARNING,
             data={
-                "type": row.event_type,
-                "attempt": row.attempts,
                 "error": error[:500],
                 **({"next_attempt_at": next_at.isoformat()} if next_at else {}),
             },

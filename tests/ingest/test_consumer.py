@@ -214,3 +214,15 @@ def test_parked_result_keeps_its_error_and_clears_processed_at(monkeypatch):
     assert raw_event_consume(row.pk) == RawEventState.PARKED
     row.refresh_from_db()
     assert (row.process_error, row.processed_at) == ("missing_field:x", None)
+
+
+def test_one_deliverys_journey_is_one_query_by_request_id(post, fixture_payload, alice):
+    post(fixture_payload("daily.json", reference="alice"), headers={"HTTP_X_REQUEST_ID": "r-42"})
+    journey = list(
+        TraceEvent.objects.filter(request_id="r-42").order_by("pk").values_list("event", flat=True)
+    )
+    # (django-q2's sync mode runs the task before publish returns: compare without order)
+    assert sorted(journey) == ["consume_event", "normalized", "queue_published", "webhook_received"]
+    normalized = TraceEvent.objects.get(event="normalized")
+    assert normalized.user == alice and normalized.duration_ms is not None
+    assert normalized.data["rows"] == 1
