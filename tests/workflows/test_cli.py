@@ -5,15 +5,19 @@ import io
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from ops.models import IdempotencyKey
 from ops.services import api_key_create
+from tests.ops.test_idempotency import IS_POSTGRES
 from tests.workflows.test_http_support import ALL_SCOPES
-from workflows import cli
+from workflows import cli, services
 from workflows.runner import tick as runner_tick
+from workflows.selectors import instance_get
 
 SCRIPT = Path(sys.executable).parent / "vitalflow-wf"
 
@@ -214,3 +218,30 @@ def test_the_cli_imports_nothing_from_django_or_the_project():
     source = Path(cli.__file__).read_text()
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert all("django" not in line and "workflows" not in line for line in imports)
+
+
+@pytest.mark.postgres_only
+@pytest.mark.skipif(
+    not IS_POSTGRES,
+    reason="the live server shares SQLite's in-memory connection; this test writes concurrently",
+)
+def test_logs_follow_prints_new_lines_until_the_instance_finishes(wf):
+    wf("instances", "create", "-w", "h5-approval", "--id", "o1")
+    tick()
+    result = {}
+    follower = threading.Thread(
+        target=lambda: result.update(
+            out=wf("instances", "logs", "-w", "h5-approval", "-i", "o1", "-f", "--interval", "0.1")
+        )
+    )
+    follower.start()
+    time.sleep(0.5)  # the follower has printed the first lines and is polling
+    services.instance_send_event(
+        instance=instance_get(workflow_name="h5-approval", instance_id="o1"), type="approve"
+    )
+    tick()
+    follower.join(timeout=30)
+    assert not follower.is_alive()
+    code, out, _ = result["out"]
+    assert code == 0
+    assert "event 'approve' received" in out and "instance complete" in out
