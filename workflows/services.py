@@ -134,12 +134,12 @@ def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
 def instance_create(
     *, workflow_name: str, instance_id: str | None = None, params=None, actor=None, request=None
 ) -> WorkflowInstance:
-    """Create an instance of the active version, runnable now."""
-    version = workflow_active_version(name=workflow_name)
+    """Create an instance of the active version, runnable now (one transaction)."""
     now = runtime.now()
-    instance = _new_instance(workflow_name, version, instance_id, params, now)
     try:
         with transaction.atomic():
+            version = workflow_active_version(name=workflow_name)
+            instance = _new_instance(workflow_name, version, instance_id, params, now)
             instance.save(force_insert=True)
             _new_task(instance, now).save(force_insert=True)
             _audit(
@@ -150,7 +150,7 @@ def instance_create(
             )
     except IntegrityError:
         raise InstanceIdAlreadyExists(
-            f"instance {instance.instance_id!r} of {workflow_name!r} already exists"
+            f"instance {instance_id!r} of {workflow_name!r} already exists"
         ) from None
     tasks.schedule_wake()
     return instance

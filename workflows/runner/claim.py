@@ -238,8 +238,10 @@ def _repair_if_stale(claim: Claim, inst: dict) -> bool:
 
 def next_due_at() -> datetime | None:
     """When the earliest runnable task falls due (for pollers deciding how long to sleep)."""
+    now = runtime.now()
+    free = Q(locked_until__isnull=True) | Q(locked_until__lte=now)  # leased ones are not ours
     return (
-        WorkflowTask.objects.filter(run_at__isnull=False)
+        WorkflowTask.objects.filter(free, run_at__isnull=False)
         .order_by("run_at")
         .values_list("run_at", flat=True)
         .first()

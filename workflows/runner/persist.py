@@ -13,7 +13,13 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from workflows import runtime
-from workflows.decisions import DISCARD, KEEP_AND_STOP, StepState, boundary_permission
+from workflows.decisions import (
+    DISCARD,
+    KEEP_AND_STOP,
+    PROCEED,
+    StepState,
+    boundary_permission,
+)
 from workflows.models import (
     TASK_PRIORITY,
     Status,
@@ -74,31 +80,56 @@ class Requeue:
 
 
 def commit(claim: Claim, pending: Pending, outcome) -> str:
-    """Apply `pending` and `outcome`; returns the boundary permission (see decisions)."""
+    """Apply `pending` and `outcome`; returns the boundary permission (see decisions).
+
+    On PostgreSQL the guard and the writes travel in one pipeline (the guard first, so it takes
+    the task lock before anything else) and are rolled back when the guard refuses; a paused
+    instance is then written again in keep-only form. A wait-for-event suspension guards first
+    and writes after, because it must look for events under the task lock.
+    """
     now = runtime.now()
-    with transaction.atomic():
-        permission = _guard(claim, now)
-        if permission == DISCARD:
-            return DISCARD
-        keep_only = permission == KEEP_AND_STOP
-        for fn in pending.mutations:  # user writes first: an IntegrityError aborts it all
-            fn()
-        statements = _step_statements(claim, pending.steps.values(), now, skip_starts=keep_only)
-        statements += [
-            (
-                "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
-                [_dt(now), step_name, event_pk],
-            )
-            for event_pk, step_name in pending.consumed
-        ]
-        statements += _log_statements(claim, pending.logs)
-        if keep_only:
-            statements.append(_release(claim))
-        else:
-            statements += _outcome_statements(claim, outcome, now, pending)
-        _execute_all(statements)
-    pending.clear()
-    return permission
+    optimistic = connection.vendor == "postgresql" and not (
+        isinstance(outcome, SuspendTo) and outcome.wait_event_type
+    )
+    expected = PROCEED
+    for _ in range(3):
+        with transaction.atomic():
+            if optimistic:
+                keep_only = expected == KEEP_AND_STOP
+                statements = _statements(claim, pending, outcome, now, keep_only=keep_only)
+                permission = _guard_and_write(claim, now, statements)
+                if permission != expected:
+                    transaction.set_rollback(True)
+                    if permission == DISCARD:
+                        return DISCARD
+                    expected = permission
+                    continue
+            else:
+                permission = _guard(claim, now)
+                if permission == DISCARD:
+                    return DISCARD
+                keep_only = permission == KEEP_AND_STOP
+                _execute_all(_statements(claim, pending, outcome, now, keep_only=keep_only))
+            for fn in pending.mutations:  # an IntegrityError here aborts the whole boundary
+                fn()
+        pending.clear()
+        return permission
+    return DISCARD
+
+
+def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool):
+    statements = _step_statements(claim, pending.steps.values(), now, skip_starts=keep_only)
+    statements += [
+        (
+            "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
+            [_dt(now), step_name, event_pk],
+        )
+        for event_pk, step_name in pending.consumed
+    ]
+    statements += _log_statements(claim, pending.logs)
+    if keep_only:
+        return statements + [_release(claim)]
+    return statements + _outcome_statements(claim, outcome, now, pending)
 
 
 # The task row is the mutex: services lock it before touching the instance, pause clears its
@@ -111,13 +142,27 @@ RETURNING run_at
 """
 
 
+def _guard_params(claim: Claim, now: datetime) -> list:
+    return [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)]
+
+
 def _guard(claim: Claim, now: datetime) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(
-            _GUARD,
-            [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)],
-        )
-        row = cursor.fetchone()
+        cursor.execute(_GUARD, _guard_params(claim, now))
+        return _permission(cursor.fetchone())
+
+
+def _guard_and_write(claim: Claim, now: datetime, statements: list) -> str:
+    """PostgreSQL: guard and writes in one pipeline, one round trip."""
+    with connection.cursor() as guard, connection.cursor() as cursor:
+        with connection.connection.pipeline():
+            guard.execute(_GUARD, _guard_params(claim, now))
+            for sql, params in statements:
+                cursor.execute(sql, params)
+        return _permission(guard.fetchone())
+
+
+def _permission(row) -> str:
     if row is None:
         return DISCARD
     # Not `RETURNING run_at IS NULL`: SQLite 3.40 evaluates that wrongly with the partial index.

@@ -1,0 +1,340 @@
+"""Workflow engine benchmark on PostgreSQL: vitalflow side by side with DBOS Transact.
+
+    .venv/bin/python bench/workflows.py            # everything (about 5 minutes)
+    .venv/bin/python bench/workflows.py --quick    # smaller counts
+
+Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
+workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
+server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
+1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
+wake latency after a 1 s sleep (p50/p99).
+
+Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
+process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
+and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
+postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's vf_bench_dbos for DBOS.
+DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/vf_bench_wf"
+ASYNC_OPTIONS = "options=-c%20synchronous_commit%3Doff"
+
+
+def db_url(name: str | None = None, *, async_commit: bool = False) -> str:
+    parts = urlsplit(os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
+    path = f"/{name}" if name else parts.path
+    return urlunsplit(parts._replace(path=path, query=ASYNC_OPTIONS if async_commit else ""))
+
+
+def psycopg_url(url: str) -> str:
+    return url.replace("postgres://", "postgresql://", 1)
+
+
+def admin_connect():
+    import psycopg
+
+    return psycopg.connect(psycopg_url(db_url("postgres")), autocommit=True)
+
+
+def ensure_database(name: str) -> None:
+    with admin_connect() as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def commits(name: str) -> int:
+    with admin_connect() as conn:
+        row = conn.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [name]
+        ).fetchone()
+    return int(row[0])
+
+
+def child_env(*, async_commit: bool = False) -> dict:
+    return {
+        **os.environ,
+        "DATABASE_URL": db_url(async_commit=async_commit),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "WORKFLOWS_MODULES": "tests.workflows.sample_workflows",
+        "DEBUG": "0",  # DEBUG=1 keeps every query in memory
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+# -- children: one measured process each, so its commits can be counted alone --------------------
+
+
+def child_vitalflow(n: int) -> dict:
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from workflows import services
+    from workflows.runner import default_owner, run_one
+
+    settings.WORKFLOWS_WAKE_TASKS = False
+    owner = default_owner()
+    tag = os.getpid()
+    started = time.perf_counter()
+    for i in range(n):
+        services.instance_create(workflow_name="noop3", instance_id=f"seq-{tag}-{i}")
+        # One claim runs a no-op workflow to completion; a runner's idle polls are not counted.
+        if run_one(owner=owner) != "complete":
+            raise RuntimeError("noop3 did not complete in one claim")
+    return {"seconds": time.perf_counter() - started}
+
+
+def child_dbos(n: int, url: str) -> dict:
+    from dbos import DBOS
+
+    DBOS(config={"name": "vfbench", "system_database_url": url, "run_admin_server": False})
+
+    @DBOS.step()
+    def a():
+        return 1
+
+    @DBOS.step()
+    def b():
+        return 2
+
+    @DBOS.step()
+    def c():
+        return 3
+
+    @DBOS.workflow()
+    def noop3():
+        a()
+        b()
+        return c()
+
+    DBOS.launch()
+    started = time.perf_counter()
+    for _ in range(n):
+        noop3()
+    seconds = time.perf_counter() - started
+    DBOS.destroy()
+    return {"seconds": seconds}
+
+
+def run_child(system: str, n: int, *, async_commit: bool) -> dict:
+    database = "vf_bench_dbos" if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
+    before = commits(database)
+    cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
+    if async_commit:
+        cmd.append("--async-commit")
+    out = subprocess.run(
+        cmd, cwd=ROOT, env=child_env(async_commit=async_commit), capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{system} child failed:\n{out.stderr[-3000:]}")
+    time.sleep(0.7)  # the child's backends flush their statistics when they exit
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["commits"] = commits(database) - before
+    return result
+
+
+def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
+    try:
+        run_child(system, 0, async_commit=async_commit)  # warm-up: schema, caches
+        idle = run_child(system, 0, async_commit=async_commit)
+        full = run_child(system, n, async_commit=async_commit)
+    except (RuntimeError, FileNotFoundError) as exc:
+        print(f"  {system}: could not run ({str(exc).strip().splitlines()[-1]})")
+        return None
+    seconds = full["seconds"]
+    figures = {
+        "workflows/s": n / seconds,
+        "steps/s": 3 * n / seconds,
+        "commits/step boundary": (full["commits"] - idle["commits"]) / (3 * n),
+    }
+    print(
+        f"  {system:<10} {figures['workflows/s']:8.1f} workflows/s {figures['steps/s']:8.1f} "
+        f"steps/s {figures['commits/step boundary']:6.2f} commits/step boundary "
+        f"({n} workflows in {seconds:.2f} s)"
+    )
+    return figures
+
+
+# -- runner processes ----------------------------------------------------------------------------
+
+
+def setup_django():
+    os.environ.update(child_env())
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.WORKFLOWS_WAKE_TASKS = False
+    call_command("migrate", verbosity=0)
+
+
+def reset_tables() -> None:
+    from django.db import connection, connections
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE workflow_log, workflow_event, workflow_step, workflow_task, "
+            "workflow_instance CASCADE"
+        )
+    connections.close_all()
+
+
+def start_runners(count: int, *, poll: float) -> list[subprocess.Popen]:
+    cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
+    return [
+        subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL)
+        for _ in range(count)
+    ]
+
+
+def stop_runners(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(30)
+
+
+def throughput(runners: int, total: int) -> None:
+    import psycopg
+    from django.db import connections
+
+    from workflows import services
+
+    reset_tables()
+    for start in range(0, total, 500):
+        services.instance_create_batch(
+            workflow_name="noop3",
+            items=[{"id": f"t{i}"} for i in range(start, min(total, start + 500))],
+        )
+    connections.close_all()
+    database = urlsplit(db_url()).path.lstrip("/")
+    time.sleep(0.7)
+    before = commits(database)
+    monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
+    reads = 0
+    procs = start_runners(runners, poll=0.2)
+    started = last_time = time.perf_counter()
+    last_done, rates = 0, []
+    while True:
+        time.sleep(2)
+        done = monitor.execute(
+            "SELECT count(*) FROM workflow_instance WHERE status = 'complete'"
+        ).fetchone()[0]
+        reads += 1
+        now = time.perf_counter()
+        rates.append(f"{(done - last_done) / (now - last_time):.0f}")
+        last_done, last_time = done, now
+        if done >= total:
+            break
+    seconds = time.perf_counter() - started
+    stop_runners(procs)
+    monitor.close()
+    time.sleep(0.7)
+    used = commits(database) - before - reads
+    print(
+        f"  {runners} runner(s): {total / seconds:7.1f} workflows/s {3 * total / seconds:7.1f} "
+        f"steps/s {used / (3 * total):5.2f} commits/step boundary ({total} in {seconds:.1f} s, "
+        f"incl. process start-up)"
+    )
+    print(f"    claims/s every 2 s: {' '.join(rates)}")
+
+
+def wake_latency(count: int) -> None:
+    from django.db import connections
+
+    from workflows import services
+    from workflows.models import WorkflowInstance, WorkflowStep
+
+    reset_tables()
+    procs = start_runners(2, poll=1.0)
+    time.sleep(2)  # let them start
+    for i in range(count):
+        services.instance_create(workflow_name="sleepy", instance_id=f"w{i}")
+        time.sleep(0.02)
+    deadline = time.monotonic() + 60
+    while WorkflowInstance.objects.exclude(status="complete").exists():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    stop_runners(procs)
+    wake_at = dict(WorkflowStep.objects.filter(name="nap").values_list("instance_id", "wake_at"))
+    latencies = sorted(
+        output - wake_at[pk].timestamp()
+        for pk, output in WorkflowInstance.objects.filter(status="complete").values_list(
+            "pk", "output"
+        )
+    )
+    connections.close_all()
+    if not latencies:
+        print("  no instance completed")
+        return
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(
+        f"  {len(latencies)}/{count} woke: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+        f"max {latencies[-1] * 1000:.0f} ms (2 runners, --poll 1.0)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--child", choices=["vitalflow", "dbos"], help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "vitalflow":
+        sys.path.insert(0, str(ROOT))
+        print(json.dumps(child_vitalflow(args.n)))
+        return
+    if args.child == "dbos":
+        url = psycopg_url(db_url("vf_bench_dbos", async_commit=args.async_commit))
+        print(json.dumps(child_dbos(args.n, url)))
+        return
+
+    sequential_n = 200 if args.quick else 500
+    total = 500 if args.quick else 2000
+    ensure_database(urlsplit(db_url()).path.lstrip("/"))
+    ensure_database("vf_bench_dbos")
+    setup_django()
+    reset_tables()
+    try:
+        import dbos  # noqa: F401
+
+        has_dbos = True
+    except ImportError:
+        has_dbos = False
+        print("DBOS Transact is not installed (pip install dbos): vitalflow figures only.")
+
+    for async_commit in (False, True):
+        mode = "off" if async_commit else "on (server default)"
+        print(f"\nSequential 3-step no-op workflows, synchronous_commit={mode}:")
+        ours = sequential("vitalflow", sequential_n, async_commit=async_commit)
+        theirs = sequential("dbos", sequential_n, async_commit=async_commit) if has_dbos else None
+        if ours and theirs:
+            print(f"  vitalflow/DBOS steps/s: {ours['steps/s'] / theirs['steps/s']:.2f}x")
+    print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
+    for runners in (1, 2, 4):
+        throughput(runners, total)
+    print("\nWake latency after a 1 s sleep:")
+    wake_latency(100 if args.quick else 200)
+
+
+if __name__ == "__main__":
+    main()
