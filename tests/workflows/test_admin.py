@@ -190,3 +190,18 @@ def test_console_actions_obey_workflows_policies(console, three, settings):
     response = bulk(console, "pause_selected", three.values())
     assert "0 instance(s) done, 2 not eligible skipped, 1 refused" in response.content.decode()
     assert status_of("w1") == "waiting"
+
+
+def test_errored_and_version_missing_instances_say_so(console, harness):
+    harness.create("h5-fail", id="f1")
+    harness.create("h5-ver", id="gone")
+    WorkflowInstance.objects.filter(instance_id="gone").update(version=9, status="waiting")
+    failed = WorkflowInstance.objects.get(instance_id="f1")
+    page = console.get(f"{CHANGELIST}{failed.pk}/change/").content.decode()
+    assert "errored" in page and "NonRetryableError" in page and "no way" in page
+    assert 'value="Restart …"' in page  # an errored instance can be restarted
+    gone = WorkflowInstance.objects.get(instance_id="gone")
+    assert "version_missing" in console.get(f"{CHANGELIST}{gone.pk}/change/").content.decode()
+    assert "version_missing" in console.get(CHANGELIST).content.decode()
+    overview = console.get(OVERVIEW).content.decode()
+    assert "v9" in overview and "version_missing" in overview
