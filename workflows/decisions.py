@@ -15,6 +15,8 @@ DEFAULT_RETRY_LIMIT = 5
 DEFAULT_RETRY_DELAY_MS = 10_000
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 BACKOFFS = ("constant", "linear", "exponential")
+# Unbounded exponential backoff with an infinite limit would overflow dates; a year is plenty.
+RETRY_DELAY_CAP_MS = 365 * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int) -> int:
         delay = policy.delay_ms * 2 ** min(attempt - 1, 60)
     if policy.max_delay_ms is not None:
         delay = min(delay, policy.max_delay_ms)
-    return delay
+    return min(delay, RETRY_DELAY_CAP_MS)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,11 @@ def do_action(state: StepState | None, now: datetime):
         return RaiseCached(state.error or {"name": "Error", "message": ""})
     if state.status == StepStatus.RETRYING and state.next_retry_at and state.next_retry_at > now:
         return SuspendUntil(state.next_retry_at)
+    if state.status == StepStatus.RUNNING and state.attempts >= (state.max_attempts or 1):
+        # The runner died during the last allowed attempt: that attempt counts as failed.
+        return RaiseCached(
+            {"name": "StepInterrupted", "message": f"runner lost during attempt {state.attempts}"}
+        )
     # RETRYING and due, or RUNNING: the previous attempt failed or its runner died mid-attempt.
     return StartAttempt(state.attempts + 1)
 

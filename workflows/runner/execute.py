@@ -153,6 +153,13 @@ class Execution:
         if isinstance(action, decisions.ReturnCached):
             return action.result
         if isinstance(action, decisions.RaiseCached):
+            if state.status != StepStatus.ERRORED:  # interrupted last attempt: store the verdict
+                state.status, state.error, state.completed_at = (
+                    StepStatus.ERRORED,
+                    action.error,
+                    now,
+                )
+                self._stage(state)
             raise StepFailed(name, action.error.get("name", "Error"), action.error.get("message"))
         if isinstance(action, decisions.SuspendUntil):
             raise self._signal(action.at, TaskKind.RETRY)
