@@ -122,9 +122,25 @@ def wait_up(url: str, proc: subprocess.Popen | None = None) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """user+system CPU of a process and its live descendants (gunicorn/qcluster workers)."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -272,6 +288,7 @@ def drain_with_qcluster(env: dict, total: int) -> dict:
     )
     started = time.perf_counter()
     first = None
+    cpu = 0.0
     try:
         while True:
             pending = RawEvent.objects.filter(state=RawEventState.PENDING).count()
@@ -281,6 +298,7 @@ def drain_with_qcluster(env: dict, total: int) -> dict:
                 break
             if time.perf_counter() - started > 600:
                 break
+            cpu = tree_cpu_seconds(cluster.pid)
             time.sleep(0.05)
         done = time.perf_counter()
     finally:
@@ -291,6 +309,8 @@ def drain_with_qcluster(env: dict, total: int) -> dict:
         "seconds_from_first_row": round(busy, 2),
         "seconds_incl_startup": round(done - started, 2),
         "normalized_per_s": round(total / busy, 1) if busy else None,
+        # includes the cluster's start-up and idle polling: an upper bound per row
+        "cluster_cpu_ms_per_row": round(cpu / total * 1000, 2),
         "states": counts(),
     }
 
@@ -376,7 +396,12 @@ def run_broker(name: str, url: str, redis_url: str, args) -> dict:
         reset_tables()
         if redis_url:
             redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
-        accept = post_all(target, bodies(args.n, f"{name}-{time.time()}"), args.c)
+        payloads = bodies(args.n, f"{name}-{time.time()}")
+        cpu_before = tree_cpu_seconds(server.pid)
+        accept = post_all(target, payloads, args.c)
+        accept["web_cpu_ms_per_delivery"] = round(
+            (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000, 2
+        )
     finally:
         stop(server)
     print(f"[{name}] accept: {json.dumps(accept)}", flush=True)
