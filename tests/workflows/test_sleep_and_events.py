@@ -140,3 +140,48 @@ def test_events_of_an_earlier_run_are_not_delivered_after_restart(harness):
     harness.send_event("t-event", "r", "approval", {"new": 1})
     harness.send_event("t-event", "r", "approval", {"new": 2})
     assert harness.status("t-event", "r")["output"][:2] == [{"new": 1}, {"new": 2}]
+
+
+def test_events_sent_while_paused_are_kept_and_delivered_after_resume(harness):
+    harness.create("t-event", id="pz")
+    harness.pause("t-event", "pz")
+    harness.send_event("t-event", "pz", "approval", {"n": 1})
+    assert harness.history("t-event", "pz")["steps"][0]["status"] == "waiting"
+    assert harness.status("t-event", "pz") == {"status": "paused"}
+    harness.resume("t-event", "pz")
+    assert harness.history("t-event", "pz")["steps"][0]["status"] == "complete"
+
+
+def test_an_event_that_lands_while_the_run_is_leased_wakes_it_right_after(harness):
+    from workflows.runner.claim import claim_next
+    from workflows.runner.execute import execute
+
+    harness.create("t-event", id="race", run=False)
+    claim, loaded = claim_next(owner="r", lease_seconds=30)
+    harness.send_event("t-event", "race", "other", run=False)  # not what it waits for
+    assert execute(claim, loaded, threaded=False) == "suspended"
+    claim, loaded = claim_next(owner="r", lease_seconds=30) or (None, None)
+    assert claim is None  # waiting for "approval" until the timeout
+    harness.send_event("t-event", "race", "approval", {"n": 1}, run=False)
+    claim, loaded = claim_next(owner="r", lease_seconds=30)
+    assert claim.kind == "event"
+
+
+def test_an_event_sent_after_the_run_looked_is_not_lost_when_it_suspends(harness, monkeypatch):
+    from workflows.runner.execute import Execution
+
+    original = Execution._take_event
+
+    def take_then_event_arrives(self, event_type):
+        found = original(self, event_type)  # the run looked: nothing there yet
+        harness.send_event("t-event", "late", "approval", {"n": 1}, run=False)
+        return found
+
+    harness.create("t-event", id="late", run=False)
+    monkeypatch.setattr(Execution, "_take_event", take_then_event_arrives)
+    harness.tick()
+    monkeypatch.setattr(Execution, "_take_event", original)
+    task = harness.instance("t-event", "late").task
+    assert (task.kind, task.run_at) == ("event", harness.now())  # woke itself at suspension
+    harness.run_until_idle()
+    assert harness.history("t-event", "late")["steps"][0]["status"] == "complete"
