@@ -142,8 +142,9 @@ def _insert_row_postgresql(columns: str, placeholders: str, values: list, body) 
 
     connection.ensure_connection()
     # A server-side-binding cursor on Django's own connection (same transaction): the body is
-    # one binary parameter, never escaped into the SQL text.
-    with psycopg.Cursor(connection.connection) as cursor:
+    # one binary parameter, never escaped into the SQL text. wrap_database_errors turns
+    # psycopg's errors into Django's, so the webhook's 503/400 handling still applies.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         if len(body) <= STREAM_ABOVE_BYTES:
             cursor.execute(
                 f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, "

@@ -4,7 +4,7 @@ hand it to raw_event_record, and turn the outcome into Terra's expected answers.
 import logging
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -72,6 +72,11 @@ def terra_webhook(request):
     except DeliveryRejected as exc:
         extra = {"reason": exc.reason} if exc.reason else {}
         return error_response(exc.status, exc.code, exc.message, **extra)
+    except DataError as exc:
+        # Valid JSON the database cannot hold (PostgreSQL's jsonb refuses \u0000 in strings).
+        return error_response(
+            400, ErrorCode.INVALID_JSON, f"The database cannot store this JSON: {exc}"[:300]
+        )
     except (OperationalError, InterfaceError) as exc:
         # Terra retries 5xx, not 4xx: a transient database fault must never look like a refusal.
         log.warning("webhook: database unavailable: %s", exc)

@@ -245,3 +245,43 @@ def test_big_bodies_streamed_to_the_database_are_stored_whole_and_dedupe(deliver
     assert deliver(raw).json() == {"ok": True, "duplicate": True}
     deliver(raw.replace(b"sleep", b"sleep ", 1))
     assert RawEvent.objects.count() == 2
+
+
+def test_json_the_database_cannot_hold_is_a_400_not_a_500(deliver):
+    from django.db import connection
+
+    response = deliver(b'{"type": "daily", "note": "nul \\u0000 here"}')
+    if connection.vendor == "postgresql":  # jsonb refuses \u0000
+        assert response.status_code == 400
+        assert response.json()["code"] == "invalid_json"
+    else:
+        assert response.status_code == 200
+
+
+def test_a_driver_level_connection_fault_is_503(deliver, monkeypatch):
+    """The fault comes from the database driver itself, as when the server goes away."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        def gone(*args, **kwargs):
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", gone)
+    else:
+        import sqlite3
+
+        from django.db.backends.sqlite3.base import SQLiteCursorWrapper
+
+        def locked(self, query, params=None):
+            if query.lstrip().upper().startswith("INSERT INTO"):
+                raise sqlite3.OperationalError("database is locked")
+            return original(self, query, params)
+
+        original = SQLiteCursorWrapper.execute
+        monkeypatch.setattr(SQLiteCursorWrapper, "execute", locked)
+    response = deliver(load_fixture("daily.json"))
+    assert response.status_code == 503
+    assert response.json()["code"] == "database_unavailable"
+    assert response["Retry-After"]
