@@ -79,7 +79,7 @@ def _insert(*, body: bytes | bytearray, envelope: Envelope, request_id: str) -> 
         if pk is None:
             return Recorded(None, envelope.event_type, duplicate=True)
         received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
-        if raw_event_enqueue(raw_event_id=pk, request_id=request_id):
+        if raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
             _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
         else:
             _traces_write(pk, request_id, received)
@@ -198,16 +198,17 @@ def _traces_write(raw_event_id: int, request_id: str, *events: tuple[str, dict])
         log.exception("could not write traces %s", [event for event, _ in events])
 
 
-def raw_event_enqueue(*, raw_event_id: int, request_id: str = "") -> bool:
+def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = True) -> bool:
     """Publish the consume task so that a worker only ever sees it with the row committed.
 
     On the ORM broker (same database) the task row is inserted in the surrounding transaction:
     both commit or neither does, at the cost of one commit instead of two. On Redis it is
     pushed after commit. A failed publish is logged and traced; the row stays pending for the
-    drain. Returns True when the task is already in (the ORM case; the caller writes the
-    queue_published trace with its own), False when it is published later or failed."""
+    drain. Returns True when the task is already in (the ORM case), False when it is published
+    later or failed. trace=False leaves the queue_published trace to the caller (the webhook
+    writes it in one insert with its own)."""
     if _broker_shares_the_transaction():
-        return queue_publish(raw_event_id, request_id=request_id, in_transaction=True, trace=False)
+        return queue_publish(raw_event_id, request_id=request_id, in_transaction=True, trace=trace)
     transaction.on_commit(lambda: queue_publish(raw_event_id, request_id=request_id))
     return False
 
