@@ -16,11 +16,11 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = "5"
 
 
+READ_CHUNK = 1024 * 1024
+
+
 class BodyTooLarge(Exception):
     pass
-
-
-READ_CHUNK = 1024 * 1024
 
 
 def read_body(request, limit: int) -> bytearray:
@@ -30,7 +30,7 @@ def read_body(request, limit: int) -> bytearray:
     (2.5 MB). The bytearray is used as is downstream (hmac, hashlib, json and the database
     drivers take it), which saves the final bytes() copy."""
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        declared = max(int(request.META.get("CONTENT_LENGTH") or 0), 0)
     except ValueError:
         declared = 0
     if declared > limit:
