@@ -51,15 +51,18 @@ def backfill_request(*, terra_user_id: str, user_id: int | None, days: int = BAC
 def _connect(*, terra_user_id: str, user, info: dict) -> None:
     """Upsert the connection and make sure it is active; then release rows that waited for it
     and schedule the backfill once this transaction commits."""
+    values = {
+        "user_id": user.pk,
+        "provider": _text(info.get("provider")),
+        "reference_id": _text(info.get("reference_id")),
+        "scopes": _text(info.get("scopes")),
+    }
+    # Fields the payload lacks keep what we hold (and start empty on a new connection).
     upsert_keep_non_null(
         TerraConnection,
         key={"terra_user_id": terra_user_id},
-        values={
-            "user_id": user.pk,
-            "provider": _text(info.get("provider")) or None,
-            "reference_id": _text(info.get("reference_id")) or None,
-            "scopes": _text(info.get("scopes")) or None,
-        },
+        values=values,
+        keep_existing={name for name, value in values.items() if value == ""},
     )
     # deactivated_at must be cleared, which a keep-non-null upsert cannot do by design.
     TerraConnection.objects.filter(

@@ -319,3 +319,22 @@ def test_data_after_deauth_parks_when_only_the_connection_named_the_user(
     post(fixture_payload("deauth.json"))
     post(fixture_payload("daily.json"))
     assert RawEvent.objects.get(event_type="daily").process_error == "no_connection_for_terra_user"
+
+
+def test_auth_without_scopes_or_provider_still_connects_and_keeps_what_we_know(
+    post, fixture_payload, alice
+):
+    TerraConnectionFactory(user=alice, terra_user_id=TERRA_USER, scopes="OLD_SCOPE")
+    payload = fixture_payload("auth.json", reference="alice")
+    del payload["user"]["scopes"], payload["user"]["provider"]
+    post(payload)
+    connection = TerraConnection.objects.get()
+    assert (connection.scopes, connection.provider) == ("OLD_SCOPE", "GARMIN")
+    assert RawEvent.objects.get().state == RawEventState.PROCESSED
+
+
+def test_first_auth_without_scopes_creates_the_connection(post, fixture_payload):
+    payload = fixture_payload("auth.json")
+    del payload["user"]["scopes"]
+    post(payload)
+    assert TerraConnection.objects.get().scopes == ""
