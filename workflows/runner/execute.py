@@ -278,7 +278,7 @@ class Execution:
         state = self._existing(name, StepType.WAIT_FOR_EVENT)
         self._count(name)
         if state is not None and state.status == StepStatus.COMPLETE:
-            return state.result
+            return EventResult(state.result)
         if state is not None and state.status == StepStatus.TIMED_OUT:
             raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
         now = runtime.now()
@@ -304,7 +304,7 @@ class Execution:
             }
             self.pending.consumed.append((event["pk"], name))
             self._stage(state)
-            return state.result
+            return EventResult(state.result)
         if state.wake_at <= now:
             self.replaying = False
             state.status, state.completed_at = StepStatus.TIMED_OUT, now
@@ -370,6 +370,16 @@ def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
         renew_every=max(claim.lease_seconds / 3, 0.05),
         renew=lambda: renew(claim),
     )
+
+
+class EventResult(dict):
+    """{"type", "payload", "timestamp"}, also readable as attributes (report.payload)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def _roundtrip(value):
