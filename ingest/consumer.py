@@ -231,7 +231,12 @@ def raw_events_consume_batch(
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
 
     if raw_event_id is not None:
-        count(raw_event_consume(raw_event_id, now=now))
+        outcome = raw_event_consume(raw_event_id, now=now)
+        count(outcome)
+        if outcome == NOT_CLAIMED:
+            # Another run took this row in its batch; the rows still pending have tasks of
+            # their own. Returning at once keeps these no-op tasks at one query.
+            return outcomes
     if batch > 0:
         ids, lease_until = _claim_batch(batch, now or timezone.now())
         rows = RawEvent.objects.in_bulk(ids)
