@@ -107,39 +107,18 @@ class Command(BaseCommand):
 
     def feed(self, base: str, days: int, no_feed: bool, children: list[subprocess.Popen]) -> None:
         """First a backlog of `days`, then one new day every minute, until Ctrl-C."""
-        python = sys.executable
-        webhook = f"{base}/webhook/terra"
-        if not no_feed and settings.TERRA_WEBHOOK_SECRETS:
-            subprocess.call(
-                [
-                    python,
-                    "manage.py",
-                    "terra_simulate",
-                    "--url",
-                    webhook,
-                    "--user",
-                    DEMO_USER,
-                    "--days",
-                    str(days),
-                ]
-            )
+        enabled = not no_feed and bool(settings.TERRA_WEBHOOK_SECRETS)
+        if enabled:
+            self.simulate(base, days)
         while all(child.poll() is None for child in children):
             time.sleep(60)
-            if not no_feed and settings.TERRA_WEBHOOK_SECRETS:
-                subprocess.call(
-                    [
-                        python,
-                        "manage.py",
-                        "terra_simulate",
-                        "--url",
-                        webhook,
-                        "--user",
-                        DEMO_USER,
-                        "--days",
-                        "1",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                )
+            if enabled:
+                self.simulate(base, 1, quiet=True)
+
+    def simulate(self, base: str, days: int, quiet: bool = False) -> None:
+        command = [sys.executable, "manage.py", "terra_simulate", "--url", f"{base}/webhook/terra"]
+        command += ["--user", DEMO_USER, "--days", str(days)]
+        subprocess.call(command, stdout=subprocess.DEVNULL if quiet else None)
 
     def stop_children(self, children: list[subprocess.Popen]) -> None:
         for child in children:
