@@ -43,6 +43,8 @@ class Command(BaseCommand):
         call_command("setup_schedules")
         logins = self.create_logins()
         base = f"http://127.0.0.1:{port}"
+        # The simulator (inside the qcluster) posts backfilled days to this server.
+        os.environ.setdefault("TERRA_DEMO_WEBHOOK_URL", f"{base}/webhook/terra")
         children = self.start_children(port)
         try:
             self.wait_until_up(base)
