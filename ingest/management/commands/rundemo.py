@@ -21,6 +21,10 @@ DEMO_USER = "demo"
 OPERATOR = "admin"
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = (
         "Run vitalflow locally: migrate, create an operator login, a demo user token and an admin API "
@@ -46,6 +50,8 @@ class Command(BaseCommand):
         # The simulator (inside the qcluster) posts backfilled days to this server.
         os.environ.setdefault("TERRA_DEMO_WEBHOOK_URL", f"{base}/webhook/terra")
         children = self.start_children(port)
+        # SIGTERM (timeout, systemd, a closed terminal) stops the children too, like Ctrl-C.
+        signal.signal(signal.SIGTERM, _interrupt)
         try:
             self.wait_until_up(base)
             self.print_banner(base, logins)
