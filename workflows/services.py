@@ -275,6 +275,7 @@ def instance_restart(*, instance: WorkflowInstance, actor=None, request=None) ->
                 lock_owner="",
                 locked_until=None,
                 fencing_token=F("fencing_token") + 1,
+                claims=0,
             )
         _system_log(fresh, "info", f"instance restarted as run {fresh.run_number}")
         _audit("workflow_instance.restart", resource=_resource(fresh), actor=actor, request=request)
