@@ -129,3 +129,19 @@ def test_list_and_detail_selectors_describe_the_current_step(harness):
     listed = selectors.instances_for_list(workflow_name="t-ver", status="waiting")
     assert [i.instance_id for i in listed] == ["d"]
     assert selectors.instance_details(instance) == {"status": "waiting"}
+
+
+def test_restart_and_retries_stay_on_the_instance_version(harness):
+    services.workflow_version_activate(name="t-ver", version=1)
+    harness.create("t-ver", id="keep")
+    services.workflow_version_activate(name="t-ver", version=2)
+    harness.restart("t-ver", "keep")
+    harness.advance("1 minute")
+    assert harness.status("t-ver", "keep")["output"] == "v1"
+    assert harness.instance("t-ver", "keep").run_number == 2
+
+
+def test_a_batch_with_one_bad_id_writes_nothing(harness):
+    with pytest.raises(InvalidInstanceId):
+        get_workflow("noop3").create_batch([{"id": "fine"}, {"id": "not fine"}])
+    assert not selectors.instances_for_list(workflow_name="noop3").exists()
