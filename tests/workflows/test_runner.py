@@ -179,3 +179,10 @@ def test_the_claim_query_walks_the_partial_index(db):
         cursor.execute("EXPLAIN " + _PG_CLAIM, ["o", now, now, now, now, now])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "workflow_task_runnable" in plan, plan
+
+
+def test_a_one_minute_sweep_schedule_is_installed(db):
+    from django_q.models import Schedule
+
+    sweep = Schedule.objects.get(name="workflows.sweep")
+    assert (sweep.func, sweep.schedule_type, sweep.minutes) == ("workflows.tasks.sweep", "I", 1)
