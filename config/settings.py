@@ -179,6 +179,11 @@ TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 # --- Workflows ------------------------------------------------------------------------------
 WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES")
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
+# Off only where something else drives the runner (the test harness, benches).
+WORKFLOWS_WAKE_TASKS = env_bool("WORKFLOWS_WAKE_TASKS", True)
+# Extra authorization per operation: {"create": "pkg.mod.fn", "manage": [...], ...}; see
+# docs/workflows/http.md. Code-only (no env): a policy is a function, not a value.
+WORKFLOWS_POLICIES: dict = {}
 
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
