@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from importlib import import_module
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -16,8 +17,11 @@ from django.core.management.base import BaseCommand
 
 from ops.models import ApiKey
 from ops.services import api_key_create, user_token_create
+from workflows import get_workflow
 
 DEMO_USER = "demo"
+EXAMPLE_MODULE = "workflows.examples"
+EXAMPLE_WORKFLOW = "demo-onboarding"
 OPERATOR = "admin"
 
 
@@ -49,11 +53,15 @@ class Command(BaseCommand):
         base = f"http://127.0.0.1:{port}"
         # The simulator (inside the qcluster) posts backfilled days to this server.
         os.environ.setdefault("TERRA_DEMO_WEBHOOK_URL", f"{base}/webhook/terra")
+        # The qcluster runs the example workflow's instances, so it must load its module too.
+        modules = [m for m in os.environ.get("WORKFLOWS_MODULES", "").split(",") if m]
+        os.environ["WORKFLOWS_MODULES"] = ",".join([*modules, EXAMPLE_MODULE])
         children = self.start_children(port)
         # SIGTERM (timeout, systemd, a closed terminal) stops the children too, like Ctrl-C.
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             self.wait_until_up(base)
+            self.start_example_workflows()
             self.print_banner(base, logins)
             self.feed(base, days, no_feed, children)
         except KeyboardInterrupt:
@@ -94,6 +102,12 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         raise SystemExit("the web server did not come up on " + base)
 
+    def start_example_workflows(self) -> None:
+        """Three instances of the example workflow (ids already there are skipped)."""
+        import_module(EXAMPLE_MODULE)
+        batch = [{"id": f"demo-{n}", "params": {"user": DEMO_USER}} for n in (1, 2, 3)]
+        get_workflow(EXAMPLE_WORKFLOW).create_batch(batch)
+
     def print_banner(self, base: str, logins: dict) -> None:
         mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"
         self.stdout.write(
@@ -106,6 +120,9 @@ class Command(BaseCommand):
                     f"   API docs  {base}/api/docs/",
                     f"   user API  curl -H 'Authorization: Bearer {logins['token']}' {base}/v1/me",
                     f"   operator  curl -H 'X-Admin-Key: {logins['admin_key']}' {base}/v1/admin/dlq",
+                    f"   workflow  .venv/bin/vitalflow-wf --url {base}/v1 -H 'X-Admin-Key: {logins['admin_key']}' \\",
+                    f"               instances send-event --workflow {EXAMPLE_WORKFLOW} --id demo-1 \\",
+                    "               --type goal_confirmed --payload '{\"goal_steps\": 10000}'",
                     "   Ctrl-C stops web, queue and feed.",
                     "=" * 72,
                     "",

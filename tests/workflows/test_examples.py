@@ -1,0 +1,35 @@
+"""The demo workflow that `make run` starts behaves as the console will show it."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+import workflows.examples  # noqa: F401  (registers demo-onboarding)
+from workflows.testing import WorkflowHarness
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def harness():
+    with WorkflowHarness(start=datetime(2026, 7, 1, 9, 0, tzinfo=UTC)) as h:
+        yield h
+
+
+def test_demo_onboarding_takes_the_confirmed_goal(harness):
+    harness.create("demo-onboarding", id="demo-1", params={"user": "demo"})
+    harness.advance("21 seconds")
+    assert harness.status("demo-onboarding", "demo-1")["status"] == "waiting"
+    harness.send_event("demo-onboarding", "demo-1", "goal_confirmed", {"goal_steps": 10000})
+    status = harness.status("demo-onboarding", "demo-1")
+    assert status == {"status": "complete", "output": {"user": "demo", "goal_steps": 10000}}
+
+
+def test_demo_onboarding_keeps_the_default_goal_when_nobody_confirms(harness):
+    harness.create("demo-onboarding", id="demo-2")
+    harness.advance("21 seconds")
+    harness.advance("3 minutes")
+    assert harness.status("demo-onboarding", "demo-2")["output"] == {
+        "user": "demo",
+        "goal_steps": 8000,
+    }
