@@ -123,19 +123,76 @@ def wait_up(url: str, proc: subprocess.Popen | None = None) -> None:
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """user+system CPU of a process and its live descendants (gunicorn/qcluster workers)."""
+    """user+system CPU of a process and its descendants (gunicorn/qcluster workers). Children
+    that already exited count through their parent's cutime/cstime: the qcluster recycles its
+    workers every 1,000 tasks, and leaving them out under-reported the cluster's CPU."""
     total, todo = 0.0, [pid]
     tick = os.sysconf("SC_CLK_TCK")
     while todo:
         current = todo.pop()
         try:
             fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += sum(int(f) for f in fields[11:15]) / tick
             for task in Path(f"/proc/{current}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
     return total
+
+
+def pid_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BackendCpu:
+    """CPU of the PostgreSQL backends serving the bench database (local server only): the
+    database's share of each delivery or row, which the Python processes' figures leave out."""
+
+    def __init__(self, dbname: str):
+        self.dbname = dbname
+        self.start: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def _pids(self) -> list[int]:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                [self.dbname],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def begin(self) -> None:
+        self.start = {pid: pid_cpu_seconds(pid) for pid in self._pids()}
+        self.last = dict(self.start)
+
+    def sample(self) -> None:
+        """Call while the backends live: a backend's CPU is lost once its connection closes."""
+        for pid in self._pids():
+            self.last[pid] = pid_cpu_seconds(pid)
+
+    def seconds(self) -> float:
+        return sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(all, idle+iowait) jiffies from /proc/stat, for the machine's busy share in a phase."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]
+
+
+def busy_percent(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total, idle = after[0] - before[0], after[1] - before[1]
+    return round(100 * (1 - idle / total), 1) if total else 0.0
+
+
+def load_average() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 1)[0]
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -231,8 +288,10 @@ def post_all(url: str, payloads: list[bytes], concurrency: int) -> dict:
         )
 
     began = time.perf_counter()
+    cpu_began = time.process_time()
     asyncio.run(main())
     wall = time.perf_counter() - began
+    client_cpu = time.process_time() - cpu_began
     latencies.sort()
     return {
         "n": len(payloads),
@@ -243,6 +302,8 @@ def post_all(url: str, payloads: list[bytes], concurrency: int) -> dict:
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
         "max_ms": round(latencies[-1] * 1000, 2),
         "statuses": statuses,
+        # the load generator shares the 2 cores with the server: its cost per delivery
+        "client_cpu_ms_per_delivery": round(client_cpu / len(payloads) * 1000, 2),
     }
 
 
@@ -275,10 +336,14 @@ def counts() -> dict:
     return dict(RawEvent.objects.values_list("state").annotate(n=Count("id")))
 
 
-def drain_with_qcluster(env: dict, total: int) -> dict:
+def drain_with_qcluster(env: dict, total: int, dbname: str) -> dict:
     """Start one qcluster (2 workers) and time it until no row is pending."""
     from ingest.models import RawEvent, RawEventState
 
+    backends = BackendCpu(dbname)
+    backends.begin()
+    ticks = machine_ticks()
+    load = load_average()
     cluster = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=ROOT,
@@ -299,18 +364,23 @@ def drain_with_qcluster(env: dict, total: int) -> dict:
             if time.perf_counter() - started > 600:
                 break
             cpu = tree_cpu_seconds(cluster.pid)
+            backends.sample()
             time.sleep(0.05)
         done = time.perf_counter()
+        ticks_after = machine_ticks()
     finally:
         stop(cluster)
     busy = done - (first or started)
     return {
+        "load_avg_1m_before": load,
         "rows": total,
         "seconds_from_first_row": round(busy, 2),
         "seconds_incl_startup": round(done - started, 2),
         "normalized_per_s": round(total / busy, 1) if busy else None,
         # includes the cluster's start-up and idle polling: an upper bound per row
         "cluster_cpu_ms_per_row": round(cpu / total * 1000, 2),
+        "postgres_cpu_ms_per_row": round(backends.seconds() / total * 1000, 2),
+        "machine_busy_percent": busy_percent(ticks, ticks_after),
         "states": counts(),
     }
 
@@ -397,15 +467,23 @@ def run_broker(name: str, url: str, redis_url: str, args) -> dict:
         if redis_url:
             redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
         payloads = bodies(args.n, f"{name}-{time.time()}")
+        load = load_average()
+        backends = BackendCpu(args.db)
+        backends.begin()
+        ticks = machine_ticks()
         cpu_before = tree_cpu_seconds(server.pid)
         accept = post_all(target, payloads, args.c)
         accept["web_cpu_ms_per_delivery"] = round(
             (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000, 2
         )
+        backends.sample()
+        accept["postgres_cpu_ms_per_delivery"] = round(backends.seconds() / args.n * 1000, 2)
+        accept["machine_busy_percent"] = busy_percent(ticks, machine_ticks())
+        accept["load_avg_1m_before"] = load
     finally:
         stop(server)
     print(f"[{name}] accept: {json.dumps(accept)}", flush=True)
-    drain = drain_with_qcluster(env, args.n)
+    drain = drain_with_qcluster(env, args.n, args.db)
     print(f"[{name}] drain:  {json.dumps(drain)}", flush=True)
     return {"accept": accept, "drain": drain}
 
