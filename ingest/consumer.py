@@ -19,11 +19,11 @@ import time
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
-from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
+from ingest.models import RawEvent, RawEventState, TraceLevel
 from ingest.registry import Normalizer, NormalizeResult, normalizer_for
+from ingest.traces import trace_row, traces_insert
 from ops.request_id import reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
@@ -48,33 +48,48 @@ def backoff(attempts: int) -> timedelta:
     return BACKOFF_BASE * (2 ** max(attempts - 1, 0))
 
 
-def _due(now: datetime) -> Q:
-    return Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+# Claims return the claimed rows themselves (UPDATE … RETURNING): claiming and loading a row is
+# one round trip. SQLite has RETURNING since 3.35.
+_ROW_COLUMNS = ", ".join(f.column for f in RawEvent._meta.concrete_fields)
+_DUE = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
 
 
-def _claim_one(pk: int, now: datetime) -> datetime | None:
+def _claimed(sql: str, params: list) -> list[RawEvent]:
+    return sorted(RawEvent.objects.raw(sql, params), key=lambda row: row.pk)
+
+
+def _claim_one(pk: int, now: datetime) -> tuple[RawEvent | None, datetime]:
     lease_until = now + LEASE
-    changed = RawEvent.objects.filter(_due(now), pk=pk, state__in=CLAIMABLE).update(
-        next_attempt_at=lease_until, attempts=F("attempts") + 1
+    ops = connection.ops
+    states = ", ".join(["%s"] * len(CLAIMABLE))
+    rows = _claimed(
+        "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
+        f"WHERE id = %s AND state IN ({states}) AND {_DUE} RETURNING {_ROW_COLUMNS}",
+        [
+            ops.adapt_datetimefield_value(lease_until),
+            pk,
+            *(state.value for state in CLAIMABLE),
+            ops.adapt_datetimefield_value(now),
+        ],
     )
-    return lease_until if changed == 1 else None
+    return (rows[0] if rows else None), lease_until
 
 
-def _claim_batch(limit: int, now: datetime) -> tuple[list[int], datetime]:
+def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
     """Claim up to `limit` pending rows (oldest first) in one statement."""
     lease_until = now + LEASE
     ops = connection.ops
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
-    due = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
     # A CTE, not "id IN (SELECT … LIMIT)": PostgreSQL may re-run such a subquery and claim
     # more than `limit` rows; a locking CTE is evaluated exactly once.
     sql = (
-        f"WITH picked AS (SELECT id FROM raw_events WHERE state = %s AND {due} "
+        f"WITH picked AS (SELECT id FROM raw_events WHERE state = %s AND {_DUE} "
         f"ORDER BY id LIMIT %s{skip_locked}) "
         "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
-        f"WHERE id IN (SELECT id FROM picked) AND state = %s AND {due} RETURNING id"
+        f"WHERE id IN (SELECT id FROM picked) AND state = %s AND {_DUE} "
+        f"RETURNING {_ROW_COLUMNS}"
     )
     stamp = ops.adapt_datetimefield_value(now)
     params = [
@@ -85,10 +100,9 @@ def _claim_batch(limit: int, now: datetime) -> tuple[list[int], datetime]:
         RawEventState.PENDING.value,
         stamp,
     ]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = sorted(row[0] for row in cursor.fetchall())
-    return ids, lease_until
+    with transaction.atomic():
+        rows = _claimed(sql, params)
+    return rows, lease_until
 
 
 def _normalizer(event_type: str) -> Normalizer:
@@ -103,23 +117,23 @@ def _normalizer(event_type: str) -> Normalizer:
 def _outcome_fields(result: NormalizeResult, now: datetime) -> dict:
     if result.skipped:
         return {
-            "state": RawEventState.SKIPPED,
+            "state": RawEventState.SKIPPED.value,
             "processed_at": now,
             "process_error": f"skipped:{result.skipped}"[:2000],
         }
     if result.ok:
-        return {"state": RawEventState.PROCESSED, "processed_at": now, "process_error": None}
+        return {"state": RawEventState.PROCESSED.value, "processed_at": now, "process_error": None}
     return {
-        "state": RawEventState.PARKED,
+        "state": RawEventState.PARKED.value,
         "processed_at": None,
         "process_error": (result.error or "not_ok")[:2000],
     }
 
 
 _TRACE_FOR_STATE = {
-    RawEventState.PROCESSED: "normalized",
-    RawEventState.SKIPPED: "skipped",
-    RawEventState.PARKED: "parked",
+    RawEventState.PROCESSED.value: "normalized",
+    RawEventState.SKIPPED.value: "skipped",
+    RawEventState.PARKED.value: "parked",
 }
 
 
@@ -129,11 +143,11 @@ def _trace_outcome(row: RawEvent, event: str, *, began: float, level: str, data:
     common = {"request_id": row.request_id, "raw_event_id": row.pk, "user_id": row.user_id}
     step = {"type": row.event_type, "attempt": row.attempts}
     try:
-        TraceEvent.objects.bulk_create(
+        traces_insert(
             [
-                TraceEvent(event="consume_event", data=step, **common),
-                TraceEvent(
-                    event=event,
+                trace_row("consume_event", data=step, **common),
+                trace_row(
+                    event,
                     level=level,
                     duration_ms=round((time.perf_counter() - began) * 1000, 2),
                     data={**step, **data},
@@ -145,6 +159,24 @@ def _trace_outcome(row: RawEvent, event: str, *, began: float, level: str, data:
         log.exception("could not write the traces of raw event %s", row.pk)
 
 
+def _write_if_leased(pk: int, lease_until: datetime, values: dict) -> bool:
+    """Set `values` (column: value) on the row only while our lease holds; False means another
+    consumer took the row. Plain SQL: it runs for every row, and the ORM's update() cost more
+    than the statement itself."""
+    ops = connection.ops
+    assignments = ", ".join(f"{column} = %s" for column in values)
+    params = [
+        ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
+        for value in values.values()
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE raw_events SET {assignments} WHERE id = %s AND next_attempt_at = %s",
+            [*params, pk, ops.adapt_datetimefield_value(lease_until)],
+        )
+        return cursor.rowcount == 1
+
+
 def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     pk = row.pk
     token = set_request_id(row.request_id or "-")
@@ -154,24 +186,25 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
             with transaction.atomic():
                 result = _normalizer(row.event_type)(row)
                 fields = _outcome_fields(result, now)
-                changed = RawEvent.objects.filter(pk=pk, next_attempt_at=lease_until).update(
-                    next_attempt_at=None, user_id=row.user_id, **fields
-                )
-                if changed != 1:
+                if not _write_if_leased(
+                    pk,
+                    lease_until,
+                    {"next_attempt_at": None, "user_id": row.user_id, **fields},
+                ):
                     raise _LostClaim
                 _trace_outcome(
                     row,
                     _TRACE_FOR_STATE[fields["state"]],
                     began=began,
                     level=TraceLevel.WARNING
-                    if fields["state"] == RawEventState.PARKED
+                    if fields["state"] == RawEventState.PARKED.value
                     else TraceLevel.INFO,
                     data={
                         "rows": result.rows,
                         **({"error": fields["process_error"]} if fields["process_error"] else {}),
                     },
                 )
-            return fields["state"].value
+            return fields["state"]
         except _LostClaim:
             log.warning("raw event %s: lease lost, another consumer has it", pk)
             return NOT_CLAIMED
@@ -191,10 +224,17 @@ def _failed(
     state = RawEventState.DEAD if dead else RawEventState.RETRYING
     next_at = None if dead else now + backoff(row.attempts)
     with transaction.atomic():
-        changed = RawEvent.objects.filter(pk=row.pk, next_attempt_at=lease_until).update(
-            state=state, process_error=error, processed_at=None, next_attempt_at=next_at
+        written = _write_if_leased(
+            row.pk,
+            lease_until,
+            {
+                "state": state.value,
+                "process_error": error,
+                "processed_at": None,
+                "next_attempt_at": next_at,
+            },
         )
-        if changed != 1:
+        if not written:
             return NOT_CLAIMED
         _trace_outcome(
             row,
@@ -214,10 +254,10 @@ def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
     claimable (already processed, leased by another consumer, or its backoff is not over) —
     which makes re-consuming a processed row a no-op."""
     now = now or timezone.now()
-    lease_until = _claim_one(raw_event_id, now)
-    if lease_until is None:
+    row, lease_until = _claim_one(raw_event_id, now)
+    if row is None:
         return NOT_CLAIMED
-    return _process(RawEvent.objects.get(pk=raw_event_id), lease_until, now)
+    return _process(row, lease_until, now)
 
 
 def raw_events_consume_batch(
@@ -238,8 +278,7 @@ def raw_events_consume_batch(
             # their own. Returning at once keeps these no-op tasks at one query.
             return outcomes
     if batch > 0:
-        ids, lease_until = _claim_batch(batch, now or timezone.now())
-        rows = RawEvent.objects.in_bulk(ids)
-        for pk in ids:
-            count(_process(rows[pk], lease_until, now or timezone.now()))
+        rows, lease_until = _claim_batch(batch, now or timezone.now())
+        for row in rows:
+            count(_process(row, lease_until, now or timezone.now()))
     return outcomes
