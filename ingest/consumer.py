@@ -24,6 +24,7 @@ from django.utils import timezone
 from ingest.models import RawEvent, RawEventState, TraceLevel
 from ingest.registry import Normalizer, NormalizeResult, normalizer_for
 from ingest.traces import trace_row, traces_insert
+from ingest.users import users_prefetched
 from ops.request_id import reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
@@ -263,22 +264,26 @@ def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
 def raw_events_consume_batch(
     raw_event_id: int | None = None, *, batch: int = BATCH, now: datetime | None = None
 ) -> dict[str, int]:
-    """The queue task's body: this row, then up to `batch` other pending rows. Returns counts
-    per outcome."""
+    """The queue task's body: this row, then up to `batch` other pending rows (all claimed
+    first, then normalized in that order). Returns counts per outcome."""
     outcomes: dict[str, int] = {}
 
     def count(outcome: str) -> None:
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
 
+    claimed: list[tuple[RawEvent, datetime]] = []
     if raw_event_id is not None:
-        outcome = raw_event_consume(raw_event_id, now=now)
-        count(outcome)
-        if outcome == NOT_CLAIMED:
+        row, lease_until = _claim_one(raw_event_id, now or timezone.now())
+        if row is None:
             # Another run took this row in its batch; the rows still pending have tasks of
             # their own. Returning at once keeps these no-op tasks at one query.
-            return outcomes
+            return {NOT_CLAIMED: 1}
+        claimed.append((row, lease_until))
     if batch > 0:
         rows, lease_until = _claim_batch(batch, now or timezone.now())
-        for row in rows:
+        claimed += [(row, lease_until) for row in rows]
+    # One user query for the batch, not one per row (rows mostly name their user).
+    with users_prefetched(row.reference_id for row, _ in claimed):
+        for row, lease_until in claimed:
             count(_process(row, lease_until, now or timezone.now()))
     return outcomes

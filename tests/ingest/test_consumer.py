@@ -226,3 +226,28 @@ def test_one_deliverys_journey_is_one_query_by_request_id(post, fixture_payload,
     normalized = TraceEvent.objects.get(event="normalized")
     assert normalized.user == alice and normalized.duration_ms is not None
     assert normalized.data["rows"] == 1
+
+
+def test_a_batch_looks_its_users_up_in_one_query(alice, bob):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    rows = [
+        RawEventFactory(reference_id=name, payload={"type": "daily", "data": []})
+        for name in ("alice", "bob", "alice", "bob")
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        assert consume_raw_event(rows[0].pk) == {"processed": 4}
+    user_queries = [q for q in queries if 'FROM "auth_user"' in q["sql"]]
+    assert len(user_queries) == 1
+    assert [r.user for r in RawEvent.objects.order_by("pk")] == [alice, bob, alice, bob]
+
+
+def test_a_user_created_earlier_in_the_batch_is_found_by_later_rows(fixture_payload):
+    # carol does not exist when the batch starts; the auth row creates her.
+    auth = fixture_payload("auth.json", reference="carol", terra_user=TERRA_USER)
+    daily = fixture_payload("daily.json", reference="carol", terra_user=TERRA_USER)
+    first = RawEventFactory(event_type="auth", reference_id="carol", payload=auth)
+    RawEventFactory(reference_id="carol", terra_user_id=TERRA_USER, payload=daily)
+    assert consume_raw_event(first.pk) == {"processed": 2}
+    assert {r.user.username for r in RawEvent.objects.all()} == {"carol"}
