@@ -1,6 +1,6 @@
 """`daily` deliveries → daily_summary, one row per (user, source, written date)."""
 
-from django.db.models import Q
+from django.db import connection
 from django.utils import timezone
 
 from ingest.models import DailySummary, RawEvent
@@ -52,16 +52,31 @@ def daily_vitals(item: dict) -> dict:
 
 def _write_vitals_unless_from_sleep(key: dict, vitals: dict) -> None:
     """One conditional UPDATE (atomic on both databases), so a sleep landing concurrently still
-    wins: the row is only touched while vitals_from_sleep is false and a value differs."""
+    wins: the row is only touched while vitals_from_sleep is false and a value differs. Plain
+    SQL because it runs for every daily item and the ORM's update() cost more than the
+    statement; `col IS NULL OR col <> v` is what the ORM wrote for ~Q(col=v)."""
     present = {name: value for name, value in vitals.items() if value is not None}
     if not present:
         return
-    differs = Q()
-    for name, value in present.items():
-        differs |= ~Q(**{name: value})
-    DailySummary.objects.filter(differs, vitals_from_sleep=False, **key).update(
-        updated_at=timezone.now(), **present
+    q, ops = connection.ops.quote_name, connection.ops
+    assignments = ", ".join(f"{q(name)} = %s" for name in [*present, "updated_at"])
+    differs = " OR ".join(f"{q(name)} IS NULL OR {q(name)} <> %s" for name in present)
+    sql = (
+        f"UPDATE {q(DailySummary._meta.db_table)} SET {assignments} "
+        f"WHERE {q('user_id')} = %s AND {q('source')} = %s AND {q('date')} = %s "
+        f"AND {q('vitals_from_sleep')} = %s AND ({differs})"
     )
+    params = [
+        *present.values(),
+        ops.adapt_datetimefield_value(timezone.now()),
+        key["user_id"],
+        key["source"],
+        ops.adapt_datefield_value(key["date"]),
+        False,
+        *present.values(),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 @register("daily")
