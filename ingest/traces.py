@@ -29,15 +29,19 @@ _COLUMNS = (
 _sql: dict[tuple[str, int], str] = {}
 
 
+def trace_columns() -> str:
+    """The trace table's columns in trace_row() order, quoted, for an INSERT's column list."""
+    q = connection.ops.quote_name
+    return ", ".join(q(TraceEvent._meta.get_field(name).column) for name in _COLUMNS)
+
+
 def _insert_sql(rows: int) -> str:
     """INSERT … VALUES with `rows` value lists, built once per database vendor and row count."""
     key = (connection.vendor, rows)
     if key not in _sql:
-        meta = TraceEvent._meta
-        q = connection.ops.quote_name
-        columns = ", ".join(q(meta.get_field(name).column) for name in _COLUMNS)
+        table = connection.ops.quote_name(TraceEvent._meta.db_table)
         values = ", ".join([f"({', '.join(['%s'] * len(_COLUMNS))})"] * rows)
-        _sql[key] = f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES {values}"
+        _sql[key] = f"INSERT INTO {table} ({trace_columns()}) VALUES {values}"
     return _sql[key]
 
 
