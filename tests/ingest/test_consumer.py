@@ -251,3 +251,18 @@ def test_a_user_created_earlier_in_the_batch_is_found_by_later_rows(fixture_payl
     RawEventFactory(reference_id="carol", terra_user_id=TERRA_USER, payload=daily)
     assert consume_raw_event(first.pk) == {"processed": 2}
     assert {r.user.username for r in RawEvent.objects.all()} == {"carol"}
+
+
+def test_a_lost_lease_writes_neither_the_outcome_nor_its_traces(monkeypatch):
+    def taken_meanwhile(raw_event):
+        # Our lease ran out mid-normalization and another consumer re-claimed the row.
+        later = timezone.now() + timedelta(minutes=9)
+        RawEvent.objects.filter(pk=raw_event.pk).update(next_attempt_at=later)
+        return NormalizeResult(ok=True, rows=1)
+
+    monkeypatch.setitem(registry._normalizers, "slow", taken_meanwhile)
+    row = RawEventFactory(event_type="slow", payload={"type": "slow"})
+    assert raw_event_consume(row.pk) == "not_claimed"
+    row.refresh_from_db()
+    assert row.state == RawEventState.PENDING
+    assert not TraceEvent.objects.filter(raw_event=row).exists()
