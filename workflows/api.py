@@ -1,6 +1,8 @@
 """The programmatic API: get_workflow(name).create(...), .create_batch([...]), .get(id), and
 instance handles with status/pause/resume/terminate/restart/send_event."""
 
+import uuid
+
 from workflows import selectors, services
 from workflows.authoring import registry
 from workflows.models import WorkflowInstance
@@ -43,9 +45,22 @@ class WorkflowHandle:
     def __repr__(self):
         return f"<WorkflowHandle {self.name}>"
 
-    def create(self, id: str | None = None, params=None) -> InstanceHandle:  # noqa: A002
-        row = services.instance_create(workflow_name=self.name, instance_id=id, params=params)
-        return InstanceHandle(self.name, row.instance_id)
+    def create(
+        self,
+        id: str | None = None,  # noqa: A002
+        params=None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> InstanceHandle:
+        """Pass `idempotency_key` when the call may be retried: a repeat returns the instance
+        the first call created. Without one a key is generated, so every call creates."""
+        instance_id = services.instance_create_once(
+            workflow_name=self.name,
+            idempotency_key=idempotency_key or uuid.uuid4().hex,
+            instance_id=id,
+            params=params,
+        )
+        return InstanceHandle(self.name, instance_id)
 
     def create_batch(self, items: list[dict]) -> list[InstanceHandle]:
         rows = services.instance_create_batch(workflow_name=self.name, items=items)

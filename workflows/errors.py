@@ -119,3 +119,8 @@ ALL_CODES = sorted(
         )
     }
 )
+
+
+class IdempotencyConflict(WorkflowError):
+    code = "idempotency_conflict"
+    status = 409

@@ -8,11 +8,15 @@ from workflows.decisions, logs the transition in the `system` category and, when
 
 from django.db import IntegrityError, transaction
 
+from ops.idempotency import TTL as IDEMPOTENCY_TTL
+from ops.idempotency import body_hash
+from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
 from workflows import decisions, limits, runtime, tasks
 from workflows.authoring import registry
 from workflows.errors import (
+    IdempotencyConflict,
     InstanceIdAlreadyExists,
     NoActiveDeployment,
     VersionNotFound,
@@ -154,6 +158,42 @@ def instance_create(
         ) from None
     tasks.schedule_wake()
     return instance
+
+
+PROGRAMMATIC_PRINCIPAL = "python"
+
+
+def instance_create_once(
+    *, workflow_name: str, idempotency_key: str, instance_id: str | None = None, params=None
+) -> str:
+    """instance_create for code that may retry: the first call with `idempotency_key` creates, a
+    repeat with equal arguments within 24 h returns the same instance id, different arguments
+    raise IdempotencyConflict. The key row is inserted first, in the instance's transaction, so
+    a concurrent repeat waits on the unique index instead of creating a second instance."""
+    endpoint = f"workflows/{workflow_name}/instances"
+    digest = body_hash({"id": instance_id, "params": params})
+    now = runtime.now()
+    lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
+    IdempotencyKey.objects.filter(**lookup, expires_at__lte=now).delete()
+    try:
+        with transaction.atomic():
+            IdempotencyKey.objects.create(
+                **lookup, body_hash=digest, expires_at=now + IDEMPOTENCY_TTL
+            )
+            instance = instance_create(
+                workflow_name=workflow_name, instance_id=instance_id, params=params
+            )
+            IdempotencyKey.objects.filter(**lookup).update(
+                status_code=201, response_body=instance.instance_id.encode()
+            )
+            return instance.instance_id
+    except IntegrityError:
+        stored = IdempotencyKey.objects.get(**lookup)
+    if stored.body_hash != digest:
+        raise IdempotencyConflict(
+            f"idempotency key {idempotency_key!r} was used with other arguments"
+        )
+    return bytes(stored.response_body).decode()
 
 
 def instance_create_batch(
