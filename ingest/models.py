@@ -68,6 +68,8 @@ class RawEvent(models.Model):
                 name="raw_events_unfinished",
             ),
             models.Index(fields=["request_id"], name="raw_events_request_id"),
+            # The user overview, the wipe and lab-report lookups match deliveries by reference_id.
+            models.Index(fields=["reference_id"], name="raw_events_reference_id"),
             models.Index(fields=["terra_user_id", "state"], name="raw_events_terra_user"),
             models.Index(fields=["received_at"], name="raw_events_received"),
         ]

@@ -238,3 +238,9 @@ def test_history_of_an_earlier_run_after_restart(ops_api, harness):
 def test_history_of_an_unknown_instance_is_404(operator_api):
     response = operator_api(READ).get(instance_url("ghost", "/history"))
     assert (response.status_code, response.json()["code"]) == (404, "instance_not_found")
+
+
+def test_listing_instances_of_an_unknown_workflow_is_404(ops_api):
+    response = ops_api.get("/v1/workflows/no-such-flow/instances")
+    assert response.status_code == 404
+    assert response.json()["code"] == "workflow_not_found"

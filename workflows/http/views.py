@@ -16,12 +16,12 @@ from rest_framework.views import APIView
 from ops.idempotency import idempotent
 from workflows import selectors, services
 from workflows.authoring import registry
-from workflows.errors import WorkflowError
+from workflows.errors import WorkflowError, WorkflowNotFound
 from workflows.http import operations, schema  # noqa: F401 - registers the auth schemes
 from workflows.http import serializers as s
 from workflows.http.pagination import keyset_page
 from workflows.http.permissions import workflows_permission
-from workflows.models import WorkflowDeployment
+from workflows.models import WorkflowDeployment, WorkflowInstance
 
 # The HTTP contract of every engine refusal (issue 6); unknown codes keep the engine's hint.
 STATUS_BY_CODE = {
@@ -128,6 +128,16 @@ class WorkflowListView(WorkflowsView):
         return Response({"workflows": selectors.workflow_summaries()})
 
 
+def require_known_workflow(name: str) -> None:
+    """404 for a name neither the code nor the database knows; a workflow removed from the code
+    still lists its instances (they show as version_missing)."""
+    if (
+        not registry.versions(name)
+        and not WorkflowInstance.objects.filter(workflow_name=name).exists()
+    ):
+        raise WorkflowNotFound(f"no workflow named {name!r}")
+
+
 class InstanceListCreateView(WorkflowsView):
     scopes = {"GET": "read", "POST": "create"}
 
@@ -140,6 +150,7 @@ class InstanceListCreateView(WorkflowsView):
     def get(self, request, name):
         query = s.InstanceListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        require_known_workflow(name)
         rows, cursor, more = keyset_page(
             selectors.instances_for_list(
                 workflow_name=name, status=query.validated_data.get("status")
