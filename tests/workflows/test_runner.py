@@ -1,5 +1,6 @@
 """The runner in-process: claim order, leases and fencing, lease renewal, wake tasks, command."""
 
+import io
 import time
 from datetime import timedelta
 
@@ -181,8 +182,10 @@ def test_the_claim_query_walks_the_partial_index(db):
     assert "workflow_task_runnable" in plan, plan
 
 
-def test_a_one_minute_sweep_schedule_is_installed(db):
+def test_setup_schedules_installs_exactly_one_one_minute_sweep(db):
     from django_q.models import Schedule
 
-    sweep = Schedule.objects.get(name="workflows.sweep")
-    assert (sweep.func, sweep.schedule_type, sweep.minutes) == ("workflows.tasks.sweep", "I", 1)
+    call_command("setup_schedules", stdout=io.StringIO())
+    call_command("setup_schedules", stdout=io.StringIO())
+    sweeps = Schedule.objects.filter(func="workflows.tasks.sweep")
+    assert [(s.schedule_type, s.minutes) for s in sweeps] == [("I", 1)]
