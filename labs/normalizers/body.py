@@ -11,16 +11,15 @@ from datetime import date
 
 from django.db import transaction
 
+from ingest.normalizers.common import not_connected, resolve
 from ingest.registry import NormalizeResult, register
 from ingest.traces import trace_write
-from ingest.users import user_for_event
 from labs.biomarkers import Measurement, biomarker_upsert
 from labs.normalizers.values import as_date as _day
 from labs.normalizers.values import as_dict as _dict
 from labs.normalizers.values import as_number as _number
 from labs.normalizers.values import as_text as _text
 
-NO_CONNECTION = "no_connection_for_terra_user"
 GLUCOSE_STREAMS = ("blood_glucose_samples", "detailed_blood_glucose_samples")
 
 
@@ -93,9 +92,9 @@ def day_measurements(day: date, values: BodyDay) -> list[Measurement]:
 
 @register("body")
 def normalize_body(raw_event) -> NormalizeResult:
-    user = user_for_event(raw_event)
+    user = resolve(raw_event)  # also records the user on the row, like ingest's normalizers
     if user is None:
-        return NormalizeResult(ok=False, error=NO_CONNECTION)
+        return not_connected()
     payload = _dict(raw_event.payload)
     provider = _text(_dict(payload.get("user")).get("provider")) or raw_event.provider or "unknown"
     source = f"{provider.lower()}_body"

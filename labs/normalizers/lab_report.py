@@ -209,6 +209,7 @@ def normalize_lab_report(raw_event) -> NormalizeResult:
     if upload is None:
         # Terra may answer before our forward recorded its upload id: parked, the drain retries.
         return NormalizeResult(ok=False, error=NO_UPLOAD)
+    raw_event.user_id = upload.user_id  # the consumer stores it: console links, user wipe
     if report.failed:
         lab_upload_mark_parse_failed(upload=upload, error=report.error)
         return NormalizeResult(ok=True)

@@ -46,6 +46,7 @@ def test_body_day_becomes_biomarkers(alice, deliver):
     event = consumed(deliver, body_payload())
 
     assert event.state == "processed", event.process_error
+    assert event.user == alice  # the console links the delivery to its user
     day = date(2026, 7, 1)  # written as 2026-07-01T00:00+01:00: not shifted to June 30 (UTC)
     assert values(alice) == {
         "systolic_bp": ("garmin_body", day, 125.0, "mmHg"),  # mean of 120, 130, 125

@@ -42,6 +42,7 @@ def test_current_envelope_with_layered_results(user_api, alice, terra, deliver):
     event = delivered(deliver, load_fixture("lab_report.completed.json"))
 
     assert event.state == "processed", event.process_error
+    assert event.user == alice  # the upload's owner, recorded on the delivery
     (hb,) = Biomarker.objects.filter(user=alice)
     assert (hb.source, hb.code, hb.raw_code, hb.name) == (
         "terra_lab",
