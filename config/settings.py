@@ -138,6 +138,9 @@ TEMPLATES = [
 
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 DATABASE_URL = env_str("DATABASE_URL")
+if not DATABASE_URL:
+    # SQLite cannot create its file in a missing folder; a fresh checkout has no var/ yet.
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": database_from_url(DATABASE_URL)
     if DATABASE_URL

@@ -190,7 +190,10 @@ class ReplayFilter(serializers.Serializer):
 
 class ReplayRequest(serializers.Serializer):
     ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), required=False, max_length=1000
+        # Row ids are 64-bit: a larger number can name no row and would overflow the driver.
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        max_length=1000,
     )
     filter = ReplayFilter(required=False, help_text="used when ids is absent; at most `limit`")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)

@@ -216,3 +216,9 @@ def test_schema_lists_the_ingest_endpoints(ops, client, staff):
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").content.decode()
     for path in ("/v1/sync", "/v1/admin/dlq", "/v1/admin/users/{username}/wipe", "/v1/import"):
         assert path in schema
+
+
+def test_replay_with_an_id_beyond_64_bits_is_400_not_a_server_error(ops):
+    response = ops.post("/v1/admin/replay", {"ids": [2**64]}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
