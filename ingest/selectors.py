@@ -1,7 +1,6 @@
 """Reads for ingest operations: the FilterSets and querysets that the operator API, the admin
 console and the commands share, so "the DLQ" or "parked rows of bob" mean one query everywhere."""
 
-import re
 from datetime import timedelta
 
 import django_filters

@@ -27,11 +27,10 @@ audit writer. Expired rows are deleted by the daily clean-up schedule (ingest.sc
 import functools
 import hashlib
 import json
-
-import rfc8785
 import time
 from datetime import timedelta
 
+import rfc8785
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.utils import timezone

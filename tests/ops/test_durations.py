@@ -1,5 +1,7 @@
 """One duration grammar for the engine, the API and settings (ops/durations.py)."""
 
+import contextlib
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from hypothesis import given
@@ -61,10 +63,8 @@ def test_formatting_round_trips(ms):
 
 @given(st.text(max_size=20))
 def test_any_text_parses_or_raises_a_duration_error(text):
-    try:
+    with contextlib.suppress(DurationError):
         assert parse_ms(text) >= 0
-    except DurationError:
-        pass
 
 
 def test_the_dlq_filter_speaks_the_same_grammar(operator_api):
