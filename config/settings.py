@@ -1,15 +1,19 @@
 """vitalflow settings: one module, everything read from the environment with safe local defaults."""
 
+import contextlib
 import os
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from ops.durations import DurationError, parse_timedelta
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A checkout keeps its data next to manage.py; an installed wheel (no manage.py beside the
+# packages in site-packages) keeps it under the working directory instead.
+PROJECT_ROOT = BASE_DIR if (BASE_DIR / "manage.py").exists() else Path.cwd()
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -52,26 +56,37 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+# SQLAlchemy-style spellings people paste from other tools; same Django backend.
+for _scheme in ("postgresql+psycopg", "postgres+psycopg", "postgresql+psycopg2"):
+    dj_database_url.register(_scheme, "django.db.backends.postgresql")
+
+
 def database_from_url(url: str) -> dict:
-    """postgres://user:pass@host:port/name?opt=v  or  sqlite:///path/to/file.sqlite3"""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        return sqlite_database(parts.path[1:] if parts.path.startswith("//") else parts.path)
-    if parts.scheme not in ("postgres", "postgresql"):
-        raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported")
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(parts.port or ""),
-        # Persistent connections: django-q2 otherwise reconnects for every broker operation.
-        "CONN_MAX_AGE": env_int("CONN_MAX_AGE", 600),
-        "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": dict(parse_qsl(parts.query)),
-        "TEST": {"NAME": env_str("TEST_DATABASE_NAME") or None},
-    }
+    """DATABASE_URL through dj-database-url: postgres://user:pass@host:port/name?opt=v,
+    postgresql+psycopg://…, a socket folder as host (postgres://u@%2Frun%2Fpostgresql/name or
+    ?host=/run/postgresql), sqlite:///relative/file.sqlite3 or sqlite:////absolute/file."""
+    try:
+        parsed = dj_database_url.parse(
+            url,
+            # Persistent connections: django-q2 otherwise reconnects for every broker operation.
+            conn_max_age=env_int("CONN_MAX_AGE", 600),
+            conn_health_checks=True,
+        )
+    except (ValueError, dj_database_url.UnknownSchemeError) as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not usable: {exc}") from None
+    engine = parsed["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        name = Path(parsed["NAME"])
+        # Relative to the project (a checkout) or the working directory (an installed wheel),
+        # like var/: every process of one deployment then opens the same file.
+        return sqlite_database(str(name if name.is_absolute() else PROJECT_ROOT / name))
+    if engine != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(f"DATABASE_URL engine {engine} is not supported (PostgreSQL)")
+    options = parsed.setdefault("OPTIONS", {})
+    if not parsed.get("HOST") and options.get("host"):
+        parsed["HOST"] = options.pop("host")  # ?host=/run/postgresql: a socket folder
+    parsed["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME") or None}
+    return dict(parsed)
 
 
 def sqlite_database(path: str) -> dict:
@@ -101,7 +116,13 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 HTTPS = env_bool("HTTPS", False)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 3600 if HTTPS else 0)
+# Only once every subdomain serves HTTPS (and, for preload, after submitting to hstspreload.org).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+# Probes from the orchestrator (compose healthchecks, Prometheus) come over plain HTTP from
+# inside the network: answering them a redirect to https would fail every check.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -113,6 +134,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_q",
     "ops",
     "workflows",
@@ -123,6 +145,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin CSS/JS, Swagger UI) from the app itself: no --insecure, no extra server.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -151,10 +175,7 @@ TEMPLATES = [
     },
 ]
 
-# A checkout keeps its data in ./var next to manage.py; an installed wheel (no manage.py beside
-# the packages in site-packages) keeps it under the working directory instead.
-_DEFAULT_VAR = BASE_DIR / "var" if (BASE_DIR / "manage.py").exists() else Path.cwd() / "var"
-VAR_DIR = Path(env_str("VAR_DIR", str(_DEFAULT_VAR)))
+VAR_DIR = Path(env_str("VAR_DIR", str(PROJECT_ROOT / "var")))
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
     # SQLite cannot create its file in a missing folder; a fresh checkout has no var/ yet.
@@ -173,7 +194,14 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# WhiteNoise also serves straight from the apps' static folders, so `serve`, `make run` and a
+# wheel install work before (or without) `collectstatic`; collectstatic fills STATIC_ROOT.
+WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+# WhiteNoise warns about a missing root until the first collectstatic; a read-only image ran
+# collectstatic at build time (or the finders serve the files).
+with contextlib.suppress(OSError):
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = env_str("MEDIA_ROOT", str(VAR_DIR / "media"))
 MEDIA_URL = "media/"
 
@@ -205,7 +233,9 @@ LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 
 # --- Workflows ------------------------------------------------------------------------------
-WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES")
+# Demo mode (no Terra key) also loads the example workflow `make run` starts, so every process
+# of the demo — web, cluster, `manage.py workflows` in another terminal — knows it.
+WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "workflows.examples" if TERRA_DEMO_MODE else "")
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
 # Off only where something else drives the runner (the test harness, benches).
 WORKFLOWS_WAKE_TASKS = env_bool("WORKFLOWS_WAKE_TASKS", True)
@@ -258,22 +288,36 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # /api/docs/ loads Swagger UI from drf-spectacular-sidecar's static files, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGIN_URL = "/admin/login/"
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# plain: one readable line; json: one JSON object per line (python-json-logger) carrying
+# request_id and, where known, raw_event_id / workflow, workflow_instance_id, workflow_run.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"request_id": {"()": "ops.request_id.RequestIdLogFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
+            "formatter": LOG_FORMAT,
             "filters": ["request_id"],
         }
     },

@@ -25,7 +25,7 @@ from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.registry import Normalizer, NormalizeResult, normalizer_for
 from ingest.traces import trace_columns, trace_row, traces_insert
 from ingest.users import users_prefetched
-from ops.request_id import reset_request_id, set_request_id
+from ops.request_id import log_context, reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
 
@@ -215,38 +215,43 @@ def _write_outcome(pk: int, lease_until: datetime, values: dict, traces: list[li
 
 
 def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
-    pk = row.pk
     token = set_request_id(row.request_id or "-")
-    began = time.perf_counter()
     try:
-        try:
-            with transaction.atomic():
-                result = _normalizer(row.event_type)(row)
-                fields = _outcome_fields(result, now)
-                traces = _outcome_traces(
-                    row,
-                    _TRACE_FOR_STATE[fields["state"]],
-                    began=began,
-                    level=TraceLevel.WARNING
-                    if fields["state"] == RawEventState.PARKED.value
-                    else TraceLevel.INFO,
-                    data={
-                        "rows": result.rows,
-                        **({"error": fields["process_error"]} if fields["process_error"] else {}),
-                    },
-                )
-                values = {"next_attempt_at": None, "user_id": row.user_id, **fields}
-                if not _write_outcome(pk, lease_until, values, traces):
-                    raise _LostClaim
-            return fields["state"]
-        except _LostClaim:
-            log.warning("raw event %s: lease lost, another consumer has it", pk)
-            return NOT_CLAIMED
-        except Exception as exc:
-            log.exception("raw event %s: normalizer for %s raised", pk, row.event_type)
-            return _failed(row, exc, lease_until, now, began)
+        with log_context(raw_event_id=row.pk):
+            return _process_row(row, lease_until, now)
     finally:
         reset_request_id(token)
+
+
+def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:
+    pk = row.pk
+    began = time.perf_counter()
+    try:
+        with transaction.atomic():
+            result = _normalizer(row.event_type)(row)
+            fields = _outcome_fields(result, now)
+            traces = _outcome_traces(
+                row,
+                _TRACE_FOR_STATE[fields["state"]],
+                began=began,
+                level=TraceLevel.WARNING
+                if fields["state"] == RawEventState.PARKED.value
+                else TraceLevel.INFO,
+                data={
+                    "rows": result.rows,
+                    **({"error": fields["process_error"]} if fields["process_error"] else {}),
+                },
+            )
+            values = {"next_attempt_at": None, "user_id": row.user_id, **fields}
+            if not _write_outcome(pk, lease_until, values, traces):
+                raise _LostClaim
+        return fields["state"]
+    except _LostClaim:
+        log.warning("raw event %s: lease lost, another consumer has it", pk)
+        return NOT_CLAIMED
+    except Exception as exc:
+        log.exception("raw event %s: normalizer for %s raised", pk, row.event_type)
+        return _failed(row, exc, lease_until, now, began)
 
 
 def _failed(

@@ -4,8 +4,11 @@ import contextvars
 import logging
 import re
 import uuid
+from contextlib import contextmanager
 
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+# What the current unit of work is about (raw_event_id, workflow ids): added to log records.
+_fields: contextvars.ContextVar[tuple] = contextvars.ContextVar("log_fields", default=())
 _VALID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
@@ -32,7 +35,19 @@ def reset_request_id(token: contextvars.Token) -> None:
     _current.reset(token)
 
 
+@contextmanager
+def log_context(**fields):
+    """Log lines inside carry these fields (LOG_FORMAT=json shows them as keys)."""
+    token = _fields.set((*_fields.get(), *fields.items()))
+    try:
+        yield
+    finally:
+        _fields.reset(token)
+
+
 class RequestIdLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = _current.get()
+        for name, value in _fields.get():
+            setattr(record, name, value)
         return True

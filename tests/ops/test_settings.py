@@ -27,8 +27,41 @@ def test_database_url_names_a_postgresql_database():
         "app",
         "s@cret",
         "db.internal",
-        "6543",
+        6543,
     )
+    assert db["CONN_HEALTH_CHECKS"] is True
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://app@%2Fvar%2Frun%2Fpostgresql/vitalflow",
+        "postgresql:///vitalflow?host=/var/run/postgresql&user=app",
+    ],
+)
+def test_database_url_with_a_unix_socket_folder(url):
+    # Seen: the hand-written parser lower-cased "%2F…" into a host name nobody could resolve.
+    db = database_from_url(url)
+    assert (db["HOST"], db["NAME"]) == ("/var/run/postgresql", "vitalflow")
+
+
+def test_database_url_in_sqlalchemy_spelling():
+    # Seen: postgresql+psycopg:// (what other tools print) was refused as an unknown scheme.
+    db = database_from_url("postgresql+psycopg://app:pw@db:5432/vitalflow?sslmode=require")
+    assert (db["ENGINE"], db["HOST"], db["NAME"]) == (
+        "django.db.backends.postgresql",
+        "db",
+        "vitalflow",
+    )
+    assert db["OPTIONS"]["sslmode"] == "require"
+
+
+def test_relative_and_absolute_sqlite_paths():
+    # Seen: sqlite:///var/x.sqlite3 opened /var/x.sqlite3 at the filesystem root.
+    relative = database_from_url("sqlite:///var/other.sqlite3")
+    assert Path(relative["NAME"]) == ROOT / "var" / "other.sqlite3"
+    assert relative["OPTIONS"]["transaction_mode"] == "IMMEDIATE"  # our SQLite tuning kept
+    assert database_from_url("sqlite:////tmp/abs.sqlite3")["NAME"] == "/tmp/abs.sqlite3"
 
 
 def test_an_unknown_database_scheme_is_refused():

@@ -33,3 +33,16 @@ def test_demo_onboarding_keeps_the_default_goal_when_nobody_confirms(harness):
         "user": "demo",
         "goal_steps": 8000,
     }
+
+
+def test_the_banners_send_event_still_works_ten_minutes_later(harness):
+    # Seen: demo-1 stopped waiting after 2 minutes, so the command the banner printed failed
+    # for anyone who read the banner, opened the console, and came back to the terminal.
+    from ingest.management.commands.rundemo import BANNER_INSTANCE, BANNER_WAIT, DEMO_USER
+
+    params = {"user": DEMO_USER, "confirm_within": BANNER_WAIT}
+    harness.create("demo-onboarding", id=BANNER_INSTANCE, params=params)
+    harness.advance("10 minutes")
+    assert harness.status("demo-onboarding", BANNER_INSTANCE)["status"] == "waiting"
+    harness.send_event("demo-onboarding", BANNER_INSTANCE, "goal_confirmed", {"goal_steps": 10000})
+    assert harness.status("demo-onboarding", BANNER_INSTANCE)["output"]["goal_steps"] == 10000

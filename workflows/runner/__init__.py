@@ -10,6 +10,7 @@ import socket
 
 from django.conf import settings
 
+from ops.request_id import log_context, reset_request_id, set_request_id
 from workflows import runtime
 from workflows.runner.claim import claim_next, next_due_at
 from workflows.runner.execute import Budget, execute
@@ -35,11 +36,22 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
     if got is None:
         return None
     claim, loaded = got
+    token = set_request_id(loaded.request_id or "-")
+    # Log lines of the run (the engine's and the steps' own) name the instance they are about.
+    context = log_context(
+        workflow=loaded.workflow_name,
+        workflow_instance_id=loaded.instance_id,
+        workflow_run=claim.run_number,
+    )
     try:
-        return execute(claim, loaded, threaded=threaded, budget=budget)
-    except Exception:
-        log.exception("runner failed on %s/%s", loaded.workflow_name, loaded.instance_id)
-        return "crashed"
+        with context:
+            try:
+                return execute(claim, loaded, threaded=threaded, budget=budget)
+            except Exception:
+                log.exception("runner failed on %s/%s", loaded.workflow_name, loaded.instance_id)
+                return "crashed"
+    finally:
+        reset_request_id(token)
 
 
 def tick(

@@ -1,32 +1,58 @@
-"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster and
-feed simulated Terra deliveries so data flows within a minute. Ctrl-C stops everything."""
+"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster
+(supervised like `manage.py serve`) and feed simulated Terra deliveries: a backlog of days at
+once, then one more day every minute. Ctrl-C stops everything. A taken port is refused before
+anything is printed."""
 
 import os
 import secrets
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
+from datetime import date, timedelta
 from importlib import import_module
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from ops.models import ApiKey
 from ops.services import api_key_create, user_token_create
+from ops.supervisor import Child, PortInUse, Supervisor, bind_listener, gunicorn, manage
 from workflows import get_workflow
+from workflows.models import TERMINAL_STATUSES
 
 DEMO_USER = "demo"
 EXAMPLE_MODULE = "workflows.examples"
 EXAMPLE_WORKFLOW = "demo-onboarding"
 OPERATOR = "admin"
+BANNER_INSTANCE = "demo-1"  # the instance the banner's send-event command finishes
+# demo-1 waits this long for its event, so the banner's command still works much later; the
+# other two keep the example's short timeout and show the timeout path.
+BANNER_WAIT = "1 day"
+FEED_EVERY = 60.0
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+def feed_day(*, today: date, backlog_days: int, tick: int) -> date:
+    """The day the feed's `tick`-th minute posts: one day older than everything sent so far,
+    so every minute brings genuinely new rows (re-sending a day is deduplicated to nothing)."""
+    return today - timedelta(days=backlog_days + tick - 1)
+
+
+def feed_arguments(*, url: str, day: date) -> list[str]:
+    """terra_simulate's arguments for one fed day (no auth: the connection exists by then)."""
+    return [
+        "--url",
+        url,
+        "--user",
+        DEMO_USER,
+        "--days",
+        "1",
+        "--end-date",
+        day.isoformat(),
+        "--no-auth",
+    ]
 
 
 class Command(BaseCommand):
@@ -46,6 +72,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, port, days, no_feed, **options):
+        try:
+            # First of all: a taken port means another server would answer our banner's URLs.
+            sock = bind_listener("127.0.0.1", port)
+        except PortInUse as exc:
+            raise CommandError(str(exc)) from None
         os.makedirs(settings.VAR_DIR, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("setup_schedules")
@@ -53,21 +84,26 @@ class Command(BaseCommand):
         base = f"http://127.0.0.1:{port}"
         # The simulator (inside the qcluster) posts backfilled days to this server.
         os.environ.setdefault("TERRA_DEMO_WEBHOOK_URL", f"{base}/webhook/terra")
-        # The qcluster runs the example workflow's instances, so it must load its module too.
-        modules = [m for m in os.environ.get("WORKFLOWS_MODULES", "").split(",") if m]
-        os.environ["WORKFLOWS_MODULES"] = ",".join([*modules, EXAMPLE_MODULE])
-        children = self.start_children(port)
-        # SIGTERM (timeout, systemd, a closed terminal) stops the children too, like Ctrl-C.
-        signal.signal(signal.SIGTERM, _interrupt)
+        supervisor = Supervisor(
+            self.children(sock), log=lambda line: self.stdout.write(f"rundemo: {line}")
+        )
+        supervisor.install_signal_handlers()  # SIGTERM/SIGINT stop the children too
+        supervisor.start()
         try:
-            self.wait_until_up(base)
+            self.wait_until_up(base, supervisor)
             self.start_example_workflows()
             self.print_banner(base, logins)
-            self.feed(base, days, no_feed, children)
-        except KeyboardInterrupt:
-            pass
+            self.feed(base, days, no_feed, supervisor)
         finally:
-            self.stop_children(children)
+            supervisor.stop_all(grace=15)
+            sock.close()
+
+    def children(self, sock) -> list[Child]:
+        web = gunicorn(sock, workers=2)
+        return [
+            Child("web", web, pass_fds=(sock.fileno(),), reload_on_hup=True),
+            Child("cluster", manage("qcluster")),
+        ]
 
     def create_logins(self) -> dict:
         User = get_user_model()
@@ -84,29 +120,28 @@ class Command(BaseCommand):
         _, key = api_key_create(name="rundemo-operator", scopes=["*"])
         return {"password": password, "token": token, "admin_key": key}
 
-    def start_children(self, port: int) -> list[subprocess.Popen]:
-        python = sys.executable
-        return [
-            subprocess.Popen(
-                [python, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"]
-            ),
-            subprocess.Popen([python, "manage.py", "qcluster"]),
-        ]
-
-    def wait_until_up(self, base: str) -> None:
+    def wait_until_up(self, base: str, supervisor: Supervisor) -> None:
         for _ in range(120):
+            if not supervisor.alive("web"):
+                raise CommandError(f"the web server exited before answering on {base}")
             try:
                 urllib.request.urlopen(f"{base}/api/schema/", timeout=2).read()
                 return
             except Exception:
                 time.sleep(0.5)
-        raise SystemExit("the web server did not come up on " + base)
+        raise CommandError("the web server did not come up on " + base)
 
     def start_example_workflows(self) -> None:
-        """Three instances of the example workflow (ids already there are skipped)."""
+        """Three instances of the example workflow (ids already there are skipped); the banner's
+        instance is restarted if an earlier `make run` finished it, so its command works."""
         import_module(EXAMPLE_MODULE)
-        batch = [{"id": f"demo-{n}", "params": {"user": DEMO_USER}} for n in (1, 2, 3)]
-        get_workflow(EXAMPLE_WORKFLOW).create_batch(batch)
+        workflow = get_workflow(EXAMPLE_WORKFLOW)
+        batch = [{"id": f"demo-{n}", "params": {"user": DEMO_USER}} for n in (2, 3)]
+        banner = {"user": DEMO_USER, "confirm_within": BANNER_WAIT}
+        workflow.create_batch([{"id": BANNER_INSTANCE, "params": banner}, *batch])
+        instance = workflow.get(BANNER_INSTANCE)
+        if instance.status() in TERMINAL_STATUSES:
+            instance.restart()
 
     def print_banner(self, base: str, logins: dict) -> None:
         mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"
@@ -130,27 +165,21 @@ class Command(BaseCommand):
             )
         )
 
-    def feed(self, base: str, days: int, no_feed: bool, children: list[subprocess.Popen]) -> None:
-        """First a backlog of `days`, then one new day every minute, until Ctrl-C."""
+    def feed(self, base: str, days: int, no_feed: bool, supervisor: Supervisor) -> None:
+        """First a backlog of `days` ending today, then one more day every minute."""
         enabled = not no_feed and bool(settings.TERRA_WEBHOOK_SECRETS)
+        url, today = f"{base}/webhook/terra", timezone.localdate()
         if enabled:
-            self.simulate(base, days)
-        while all(child.poll() is None for child in children):
-            time.sleep(60)
-            if enabled:
-                self.simulate(base, 1, quiet=True)
+            self.simulate(["--url", url, "--user", DEMO_USER, "--days", str(days)])
+        tick, next_at = 1, time.monotonic() + FEED_EVERY
+        while not supervisor.stopping:
+            supervisor.poll()
+            time.sleep(0.2)
+            if enabled and time.monotonic() >= next_at:
+                day = feed_day(today=today, backlog_days=days, tick=tick)
+                self.simulate(feed_arguments(url=url, day=day), quiet=True)
+                tick, next_at = tick + 1, next_at + FEED_EVERY
 
-    def simulate(self, base: str, days: int, quiet: bool = False) -> None:
-        command = [sys.executable, "manage.py", "terra_simulate", "--url", f"{base}/webhook/terra"]
-        command += ["--user", DEMO_USER, "--days", str(days)]
+    def simulate(self, arguments: list[str], quiet: bool = False) -> None:
+        command = manage("terra_simulate", *arguments)
         subprocess.call(command, stdout=subprocess.DEVNULL if quiet else None)
-
-    def stop_children(self, children: list[subprocess.Popen]) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()

@@ -1,6 +1,8 @@
 """`manage.py terra_simulate --url URL [--user NAME] [--days N]`: sign and post realistic Terra
 deliveries (an auth, then N days of daily, sleep, activity and body) to a running server."""
 
+from datetime import date
+
 import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -25,14 +27,20 @@ class Command(BaseCommand):
         parser.add_argument("--user", default="demo", help="reference_id (username) to send as")
         parser.add_argument("--days", type=int, default=7, help="days of data, ending today")
         parser.add_argument("--provider", default=demo_payloads.DEFAULT_PROVIDER)
+        parser.add_argument(
+            "--end-date", type=date.fromisoformat, help="last day sent, YYYY-MM-DD (default today)"
+        )
+        parser.add_argument(
+            "--no-auth", action="store_true", help="data only (the connection already exists)"
+        )
 
-    def handle(self, *args, url, user, days, provider, **options):
+    def handle(self, *args, url, user, days, provider, end_date, no_auth, **options):
         if not settings.TERRA_WEBHOOK_SECRETS:
             raise CommandError("TERRA_WEBHOOK_SECRET is empty: nothing to sign with")
         if days < 0 or days > 365:
             raise CommandError("--days must be between 0 and 365")
-        today = timezone.localdate()
-        payloads = [demo_payloads.auth_payload(user, provider=provider)]
+        today = end_date or timezone.localdate()
+        payloads = [] if no_auth else [demo_payloads.auth_payload(user, provider=provider)]
         for offset in range(days - 1, -1, -1):
             day = today - timezone.timedelta(days=offset)
             payloads += [

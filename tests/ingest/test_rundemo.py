@@ -1,0 +1,101 @@
+"""`make run` (manage.py rundemo) as a newcomer meets it: a taken port is refused before any key
+is printed, the feed brings a genuinely new day every minute, and a second terminal's
+`manage.py workflows` sees the demo workflow."""
+
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from ingest.management.commands.rundemo import feed_arguments, feed_day
+from ingest.models import DailySummary
+from tests.ingest.test_simulator import in_process_http  # noqa: F401 - fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+URL = "http://testserver/webhook/terra"
+
+
+class Answers200(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+def demo_env(tmp_path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "WORKFLOWS_"))}
+    return {**env, "VAR_DIR": str(tmp_path / "var"), "TERRA_API_KEY": ""}
+
+
+def test_a_taken_port_is_refused_before_the_banner_and_keys(tmp_path):
+    # Seen: with another server on :8000, make run printed "vitalflow is running" and fresh
+    # keys for a server that was not ours.
+    other = HTTPServer(("127.0.0.1", 0), Answers200)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    port = other.server_address[1]
+    command = [sys.executable, "manage.py", "rundemo", "--port", str(port), "--no-feed"]
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=demo_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    finally:
+        other.shutdown()
+    assert proc.returncode not in (0, None)
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert "vitalflow is running" not in out and "X-Admin-Key" not in out
+
+
+@pytest.mark.django_db
+def test_the_feed_posts_a_genuinely_new_day_every_minute(
+    in_process_http,  # noqa: F811
+    sync_queue,
+    django_capture_on_commit_callbacks,
+    terra,
+):
+    # Seen: every minute re-sent today's identical bytes, deduplicated into nothing new.
+    today = timezone.localdate()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command(
+            "terra_simulate", "--url", URL, "--user", "demo", "--days", "3", stdout=StringIO()
+        )
+    rows = DailySummary.objects.filter(user__username="demo").count()
+    for tick in (1, 2):
+        out = StringIO()
+        day = feed_day(today=today, backlog_days=3, tick=tick)
+        with django_capture_on_commit_callbacks(execute=True):
+            call_command("terra_simulate", *feed_arguments(url=URL, day=day), stdout=out)
+        assert "accepted: 4" in out.getvalue() and "duplicate" not in out.getvalue()
+        assert DailySummary.objects.filter(user__username="demo", date=day).exists()
+        assert DailySummary.objects.filter(user__username="demo").count() == rows + tick
+
+
+@pytest.mark.slow
+def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_path):
+    # Seen: `manage.py workflows list` beside make run answered an empty list, and the console
+    # of another process showed the demo instances as version_missing.
+    env = demo_env(tmp_path)
+    for args in (["migrate", "-v0"], ["workflows", "list"]):
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+    assert "demo-onboarding" in result.stdout
