@@ -12,10 +12,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from ingest.connections import connection_backfill_request
+from ingest.drain import DRAIN_MAX_LIMIT, drain_candidates
 from ingest.imports import import_job_refresh, import_job_summary
 from ingest.models import TerraConnection
 from ingest.selectors import user_overview
-from ingest.services import DRAIN_MAX_LIMIT, drain_candidates
 from ingest.triage import raw_events_drain_request
 from ingest.wipe import user_wipe, user_wipe_preview
 from ops.errors import ApiError
