@@ -21,7 +21,7 @@ from ingest.admin_filters import (
 )
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
-from ingest.services import raw_events_replay
+from ingest.replay import raw_events_replay
 from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
 from ops.console import ReadOnlyAdmin, is_confirmed
 

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
-from ingest.api.errors import IngestErrorCode
+from ingest.errors import InvalidFilter, RawEventNotFound, UserNotFound
 from ingest.models import (
     ImportJob,
     RawEvent,
@@ -19,7 +19,6 @@ from ingest.models import (
 )
 from ingest.registry import user_tables
 from ops.durations import parse_timedelta
-from ops.errors import ApiError
 
 DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
 UNMAPPABLE_PREFIX = "skipped:unmappable:"
@@ -46,7 +45,7 @@ class AgeFilter(django_filters.CharFilter):
         try:
             cutoff = timezone.now() - parse_age(value)
         except ValueError as exc:
-            raise ApiError(400, IngestErrorCode.INVALID_FILTER, str(exc)) from None
+            raise InvalidFilter(str(exc)) from None
         lookup = "lte" if self.older else "gte"
         return qs.filter(**{f"{self.field_name}__{lookup}": cutoff})
 
@@ -59,7 +58,7 @@ class IdListFilter(django_filters.CharFilter):
             return qs
         parts = [p.strip() for p in str(value).split(",") if p.strip()]
         if not all(p.isascii() and p.isdigit() for p in parts):
-            raise ApiError(400, IngestErrorCode.INVALID_FILTER, "ids must be integers.")
+            raise InvalidFilter("ids must be integers.")
         return qs.filter(pk__in=[int(p) for p in parts])
 
 
@@ -96,9 +95,7 @@ class TraceFilter(django_filters.FilterSet):
 def _filtered(filterset_class, data, queryset) -> QuerySet:
     filterset = filterset_class(data=data or {}, queryset=queryset)
     if not filterset.is_valid():
-        raise ApiError(
-            400,
-            IngestErrorCode.INVALID_FILTER,
+        raise InvalidFilter(
             "The filters are not valid.",
             errors=filterset.errors,
         )
@@ -120,7 +117,7 @@ def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:
 def raw_event_get(*, raw_event_id) -> RawEvent:
     row = RawEvent.objects.select_related("user").filter(pk=raw_event_id).first()
     if row is None:
-        raise ApiError(404, IngestErrorCode.RAW_EVENT_NOT_FOUND, f"No raw event {raw_event_id}.")
+        raise RawEventNotFound(f"No raw event {raw_event_id}.")
     return row
 
 
@@ -133,7 +130,7 @@ def traces(*, filters: dict | None = None) -> QuerySet[TraceEvent]:
 def user_get(*, username: str):
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        raise ApiError(404, IngestErrorCode.USER_NOT_FOUND, f"No user {username!r}.")
+        raise UserNotFound(f"No user {username!r}.")
     return user
 
 

@@ -8,7 +8,8 @@ from django.db import DataError, InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest.services import DeliveryRejected, raw_event_record
+from ingest.deliveries import raw_event_record
+from ingest.errors import IngestError
 from ops.errors import ErrorCode, error_response
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,8 @@ def terra_webhook(request):
     request_id = getattr(request, "request_id", "")
     try:
         recorded = raw_event_record(body=body, headers=request.headers, request_id=request_id)
-    except DeliveryRejected as exc:
-        extra = {"reason": exc.reason} if exc.reason else {}
-        return error_response(exc.status, exc.code, exc.message, **extra)
+    except IngestError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.extra)
     except DataError as exc:
         # Valid JSON the database cannot hold (PostgreSQL's jsonb refuses \u0000 in strings).
         return error_response(
