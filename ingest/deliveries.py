@@ -16,9 +16,10 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.envelope import Envelope, NotAnObject, envelope_read
-from ingest.errors import InvalidJson, InvalidSignature
+from ingest.envelope import Envelope, envelope_read
+from ingest.errors import InvalidSignature
 from ingest.models import RawEventState, TerraConnection
+from ingest.payload import Unparseable
 from ingest.queue import raw_event_enqueue
 from ingest.signature import signature_header, signature_verify
 from ingest.traces import trace_row, traces_insert
@@ -33,6 +34,7 @@ class Recorded:
     raw_event_id: int | None
     event_type: str
     duplicate: bool
+    skipped: str | None = None  # "unparseable:<reason>": stored, acknowledged, never queued
 
 
 def raw_event_record(
@@ -40,18 +42,20 @@ def raw_event_record(
 ) -> Recorded:
     """Verify one Terra delivery, insert it and enqueue it after commit.
 
-    The signature is checked before the body is parsed (InvalidSignature, 401,
-    with the reason), then a verified body that is not a JSON object is refused (400
-    InvalidJson). A byte-identical redelivery of the same (type, Terra user) hits the
+    The signature is checked before the body is parsed (InvalidSignature, 401, with the
+    reason). A verified body is always stored as received: one that is not a JSON object is
+    recorded as skipped:unparseable:<reason> and not queued (Terra does not retry a 4xx, so
+    refusing it would lose it). A byte-identical redelivery of the same (type, Terra user) hits the
     raw_events_dedup constraint and comes back as a duplicate with nothing enqueued. Database
     faults (OperationalError…) propagate: the webhook answers 503 so Terra retries."""
     verdict = signature_verify(header=signature_header(headers), body=body, now=now)
     if not verdict.ok:
         raise InvalidSignature(verdict.reason)
+    skipped = None
     try:
         envelope = envelope_read(body)
-    except NotAnObject as exc:
-        raise InvalidJson(f"The body is not a JSON object: {exc}"[:300]) from None
+    except Unparseable as exc:
+        envelope, skipped = UNPARSEABLE, f"unparseable:{exc.reason}"
     received_at = timezone.now()
     ordered_at = ordering_time(headers.get(ORDERING_HEADER), received_at)
     return _insert(
@@ -60,9 +64,11 @@ def raw_event_record(
         request_id=request_id,
         received_at=received_at,
         ordered_at=ordered_at,
+        skipped=skipped,
     )
 
 
+UNPARSEABLE = Envelope("unknown", "", "", "")
 ORDERING_HEADER = "X-Terra-Ordering-Timestamp"
 # A stamp further ahead than this is not believed: it would make its delivery win forever.
 ORDERING_MAX_AHEAD = timedelta(days=1)
@@ -90,6 +96,7 @@ def _insert(
     request_id: str,
     received_at: datetime,
     ordered_at: datetime,
+    skipped: str | None = None,
 ) -> Recorded:
     with transaction.atomic():
         pk = _insert_row(
@@ -98,16 +105,21 @@ def _insert(
             request_id=request_id,
             received_at=received_at,
             ordered_at=ordered_at,
+            skipped=skipped,
         )
         if pk is not None:
             received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
-            if raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
+            if skipped:
+                _traces_write(pk, request_id, received, ("skipped", {"reason": skipped}))
+            elif raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
                 _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
             else:
                 _traces_write(pk, request_id, received)
     # A duplicate is a delivery too: Terra is sending for this connection.
     connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
-    return Recorded(pk, envelope.event_type, duplicate=pk is None)
+    if pk is None:
+        return Recorded(None, envelope.event_type, duplicate=True)
+    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
 
 
 LAST_WEBHOOK_EVERY = timedelta(minutes=1)
@@ -147,7 +159,9 @@ _RAW_EVENT_COLUMNS = (
     "ordered_at",
     "attempts",
     "state",
-    "payload",
+    "processed_at",
+    "process_error",
+    "body",
 )
 
 
@@ -158,12 +172,13 @@ def _insert_row(
     request_id: str,
     received_at: datetime,
     ordered_at: datetime,
+    skipped: str | None = None,
 ) -> int | None:
     """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
     raw_events_dedup already holds this delivery (a concurrent twin waits for the first
-    insert's commit, then does nothing). The payload column gets the body's own bytes: no
-    parsed copy is re-serialized, and on PostgreSQL the body travels as one binary parameter
-    instead of being escaped into the SQL text (50 MB bodies)."""
+    insert's commit, then does nothing). The body column gets the body's own bytes, so
+    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+    adapt = connection.ops.adapt_datetimefield_value
     values = [
         envelope.event_type,
         envelope.terra_user_id,
@@ -172,21 +187,23 @@ def _insert_row(
         True,
         hashlib.sha256(body).hexdigest(),
         request_id,
-        connection.ops.adapt_datetimefield_value(received_at),
-        connection.ops.adapt_datetimefield_value(ordered_at),
+        adapt(received_at),
+        adapt(ordered_at),
         0,
-        RawEventState.PENDING.value,
+        (RawEventState.SKIPPED if skipped else RawEventState.PENDING).value,
+        adapt(received_at) if skipped else None,
+        f"skipped:{skipped}" if skipped else None,
     ]
     columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
     placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
     if connection.vendor == "postgresql":
         return _insert_row_postgresql(columns, placeholders, values, body)
     sql = (
-        f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, CAST(%s AS TEXT)) "
+        f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, %s) "
         "ON CONFLICT DO NOTHING RETURNING id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, body])
+        cursor.execute(sql, [*values, bytes(body)])
         found = cursor.fetchone()
     return found[0] if found else None
 
@@ -201,12 +218,12 @@ def _insert_row_postgresql(columns: str, placeholders: str, values: list, body) 
     connection.ensure_connection()
     # A server-side-binding cursor on Django's own connection (same transaction): the body is
     # one binary parameter, never escaped into the SQL text. wrap_database_errors turns
-    # psycopg's errors into Django's, so the webhook's 503/400 handling still applies.
+    # psycopg's errors into Django's, so the webhook's 503 handling still applies.
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         if len(body) <= STREAM_ABOVE_BYTES:
             cursor.execute(
-                f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, "
-                "convert_from(%b, 'UTF8')::jsonb) ON CONFLICT DO NOTHING RETURNING id",
+                f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, %b) "
+                "ON CONFLICT DO NOTHING RETURNING id",
                 [*values, body],
             )
             found = cursor.fetchone()
@@ -232,9 +249,8 @@ def _insert_streamed(cursor, columns: str, placeholders: str, values: list, body
         copy.write((-1).to_bytes(2, "big", signed=True))
     view.release()
     cursor.execute(
-        f"INSERT INTO raw_events ({columns}) SELECT {placeholders}, "
-        "convert_from(body, 'UTF8')::jsonb FROM raw_event_upload "
-        "ON CONFLICT DO NOTHING RETURNING id",
+        f"INSERT INTO raw_events ({columns}) SELECT {placeholders}, body "
+        "FROM raw_event_upload ON CONFLICT DO NOTHING RETURNING id",
         values,
     )
     found = cursor.fetchone()

@@ -103,9 +103,9 @@ def _filtered(filterset_class, data, queryset) -> QuerySet:
 
 
 def raw_events(*, filters: dict | None = None) -> QuerySet[RawEvent]:
-    return _filtered(RawEventFilter, filters, RawEvent.objects.select_related("user")).order_by(
-        "-received_at", "-id"
-    )
+    # Lists never need the bodies (up to 50 MB each); a detail view loads its one body.
+    rows = RawEvent.objects.select_related("user").defer("body")
+    return _filtered(RawEventFilter, filters, rows).order_by("-received_at", "-id")
 
 
 def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:

@@ -68,7 +68,7 @@ def forwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0003_raw_events_ordered_at"),
+        ("ingest", "0004_raw_events_body"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
