@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ingest', '0004_raw_events_body'),
+        ('ingest', '0005_record_identity_and_ordering'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
