@@ -7,7 +7,8 @@ of threads per process and the request waits for it at most TERRA_WEBHOOK_DB_DEA
 past that it answers 503 with Retry-After (Terra retries 5xx) and the stuck work is left to
 finish or fail on its own thread. Work still queued when its request gave up is cancelled; work
 already running may still commit, and Terra's retry then meets the dedup constraint: nothing is
-lost, nothing is doubled. Each pool thread keeps its own persistent connection.
+lost, nothing is doubled. Each pool thread keeps its own persistent connection. PostgreSQL
+only: SQLite is a local file whose slow answers are its own lock timeout.
 """
 
 import contextvars
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 POOL_THREADS = 8
 _pool: ThreadPoolExecutor | None = None
@@ -44,7 +45,9 @@ def within_deadline(fn, *args, **kwargs):
     """fn(*args, **kwargs) on a pool thread, or DatabaseDeadline after the deadline. A deadline
     of 0 runs it inline (tests whose database lives in their own transaction)."""
     deadline = float(getattr(settings, "TERRA_WEBHOOK_DB_DEADLINE_SECONDS", 0) or 0)
-    if deadline <= 0:
+    # SQLite (development, the demo) is a local file: a slow answer there is its lock's busy
+    # timeout, not a server that went away, and a 503 would only make the demo retry.
+    if deadline <= 0 or connection.vendor != "postgresql":
         return fn(*args, **kwargs)
     context = contextvars.copy_context()  # the request id and friends travel with the work
     future = _executor().submit(context.run, _run, fn, args, kwargs)
