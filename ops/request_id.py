@@ -35,14 +35,24 @@ def reset_request_id(token: contextvars.Token) -> None:
     _current.reset(token)
 
 
+def log_fields_set(**fields) -> contextvars.Token:
+    """Log lines from here on carry these fields (LOG_FORMAT=json shows them as keys) until
+    log_fields_reset(token)."""
+    return _fields.set((*_fields.get(), *fields.items()))
+
+
+def log_fields_reset(token: contextvars.Token) -> None:
+    _fields.reset(token)
+
+
 @contextmanager
 def log_context(**fields):
-    """Log lines inside carry these fields (LOG_FORMAT=json shows them as keys)."""
-    token = _fields.set((*_fields.get(), *fields.items()))
+    """log_fields_set for a block."""
+    token = log_fields_set(**fields)
     try:
         yield
     finally:
-        _fields.reset(token)
+        log_fields_reset(token)
 
 
 class RequestIdLogFilter(logging.Filter):
