@@ -1,10 +1,14 @@
 """Ingest tables: raw webhook deliveries, Terra connections, the typed tables they normalize into,
 trace rows that follow one delivery end to end, and backfill imports."""
 
+import json
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from ingest.payload import Unparseable, payload_parse
 
 
 class RawEventState(models.TextChoices):
@@ -29,7 +33,9 @@ class RawEvent(models.Model):
     terra_user_id = models.CharField(max_length=64, blank=True, default="")
     reference_id = models.CharField(max_length=255, blank=True, default="")
     provider = models.CharField(max_length=64, blank=True, default="")
-    payload = models.JSONField()
+    # The delivery's exact bytes: sha256(body) == dedup_key, so a row can be checked against what
+    # Terra signed, and a body that is not JSON is kept too (skipped:unparseable:<reason>).
+    body = models.BinaryField()
     signature_verified = models.BooleanField(default=False)
     dedup_key = models.CharField(max_length=64, help_text="sha256 hex of the raw body")
     request_id = models.CharField(max_length=128, blank=True, default="")
@@ -82,6 +88,24 @@ class RawEvent(models.Model):
             f"#{self.pk} {self.event_type} {self.terra_user_id or self.reference_id} [{self.state}]"
         )
 
+    @property
+    def payload(self) -> dict | None:
+        """The JSON object parsed from `body` (once per body), or None when it is unparseable."""
+        body = self.body
+        cached = self.__dict__.get("_payload_cache")
+        if cached is None or cached[0] is not body:
+            try:
+                parsed = payload_parse(body)
+            except Unparseable:
+                parsed = None
+            cached = self.__dict__["_payload_cache"] = (body, parsed)
+        return cached[1]
+
+    @payload.setter
+    def payload(self, value) -> None:
+        """Tests, fixtures and the simulator build rows from a dict: store its compact JSON."""
+        self.body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
 
 class TerraConnection(models.Model):
     """A user's link to one wearable provider through Terra (auth webhook / subscriptions)."""
@@ -130,8 +154,6 @@ class DailySummary(TypedRow):
     total_burned_calories = models.FloatField(null=True, blank=True)
     resting_heart_rate = models.FloatField(null=True, blank=True)
     heart_rate_variability = models.FloatField(null=True, blank=True)
-    # True once a sleep event wrote resting_heart_rate/heart_rate_variability: sleep's values win.
-    vitals_from_sleep = models.BooleanField(default=False)
     fatburn_active_zone_minutes = models.FloatField(null=True, blank=True)
     cardio_active_zone_minutes = models.FloatField(null=True, blank=True)
     peak_active_zone_minutes = models.FloatField(null=True, blank=True)
@@ -154,6 +176,13 @@ class DailySummary(TypedRow):
     spo2 = models.FloatField(null=True, blank=True)
     respiratory_rate = models.FloatField(null=True, blank=True)
     skin_temperature = models.FloatField(null=True, blank=True)
+    # How the row was merged (ingest/daily_merge.py): the ordering time of the daily delivery
+    # that last wrote the daily columns, the sleep session the sleep columns come from, and each
+    # feeder's own value of the columns several event types feed ({"daily": {...}, "sleep":
+    # {...}}), from which those columns are recomputed by a fixed precedence.
+    daily_ordered_at = models.DateTimeField(null=True, blank=True)
+    sleep_record_key = models.CharField(max_length=255, blank=True, default="")
+    feeds = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "daily_summary"
@@ -170,7 +199,14 @@ class DailySummary(TypedRow):
 
 
 class SleepSession(TypedRow):
+    # Terra's metadata.summary_id, or "start:<UTC ISO start>" when the payload has none: a
+    # revision with the same summary_id updates this row even when its start moved.
+    record_key = models.CharField(max_length=255)
+    # The ordering time of the delivery that last wrote the row (newest wins).
+    ordered_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField()
+    # The calendar date written in metadata.end_time: the daily_summary row it feeds.
+    wake_date = models.DateField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
     is_nap = models.BooleanField(null=True, blank=True)
     sleep_minutes = models.FloatField(null=True, blank=True)
@@ -192,16 +228,24 @@ class SleepSession(TypedRow):
         db_table = "sleep_sessions"
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "source", "start_time"], name="sleep_sessions_unique"
+                fields=["user", "source", "record_key"], name="sleep_sessions_record"
             )
         ]
-        indexes = [models.Index(fields=["user", "updated_at"], name="sleep_sessions_sync")]
+        indexes = [
+            models.Index(fields=["user", "updated_at"], name="sleep_sessions_sync"),
+            # The daily merge picks the night's session among those waking on one date.
+            models.Index(fields=["user", "source", "wake_date"], name="sleep_sessions_wake"),
+        ]
 
     def __str__(self):
         return f"{self.user} {self.source} sleep {self.start_time:%Y-%m-%d %H:%M}"
 
 
 class Activity(TypedRow):
+    # Terra's metadata.summary_id, or "start:<UTC ISO start>" when the payload has none.
+    record_key = models.CharField(max_length=255)
+    # The ordering time of the delivery that last wrote the row (newest wins).
+    ordered_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField()
     end_time = models.DateTimeField(null=True, blank=True)
     name = models.CharField(max_length=255, blank=True, null=True)
@@ -219,7 +263,7 @@ class Activity(TypedRow):
         verbose_name_plural = "activities"
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "source", "start_time"], name="activities_unique"
+                fields=["user", "source", "record_key"], name="activities_record"
             )
         ]
         indexes = [models.Index(fields=["user", "updated_at"], name="activities_sync")]
