@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "django_q",
     "ops",
     "workflows",
+    "graphs",
     "ingest",
     "labs",
 ]
