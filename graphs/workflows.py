@@ -25,6 +25,7 @@ from graphs.services import GRAPH_WORKFLOW
 from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime, workflow
 from workflows.runner.execute import error_dict
 
+
 class GraphRunFailed(Exception):
     """The graph decided to fail (a node failed for good, no transition matched, a fan-in could
     not be satisfied, a timeout): the engine instance ends errored with this message."""
