@@ -125,7 +125,8 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Every template lives in its app's templates/ folder, so an installed wheel has them.
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -137,7 +138,10 @@ TEMPLATES = [
     },
 ]
 
-VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+# A checkout keeps its data in ./var next to manage.py; an installed wheel (no manage.py beside
+# the packages in site-packages) keeps it under the working directory instead.
+_DEFAULT_VAR = BASE_DIR / "var" if (BASE_DIR / "manage.py").exists() else Path.cwd() / "var"
+VAR_DIR = Path(env_str("VAR_DIR", str(_DEFAULT_VAR)))
 DATABASE_URL = env_str("DATABASE_URL")
 if not DATABASE_URL:
     # SQLite cannot create its file in a missing folder; a fresh checkout has no var/ yet.
@@ -156,7 +160,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 MEDIA_ROOT = env_str("MEDIA_ROOT", str(VAR_DIR / "media"))
 MEDIA_URL = "media/"
 

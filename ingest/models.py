@@ -34,6 +34,9 @@ class RawEvent(models.Model):
     dedup_key = models.CharField(max_length=64, help_text="sha256 hex of the raw body")
     request_id = models.CharField(max_length=128, blank=True, default="")
     received_at = models.DateTimeField(default=timezone.now)
+    # When Terra emitted the delivery (X-Terra-Ordering-Timestamp, unix ms, unchanged across its
+    # retries), else received_at. Newer ordering wins per record (DESIGN §4); replays keep it.
+    ordered_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
     process_error = models.TextField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)

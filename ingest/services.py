@@ -7,7 +7,7 @@ keyword-only signatures are a contract (DESIGN §4), keep them stable.
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
 from django.db.models import Q
@@ -70,12 +70,53 @@ def raw_event_record(
         raise DeliveryRejected(
             400, ErrorCode.INVALID_JSON, f"The body is not a JSON object: {exc}"[:300]
         ) from None
-    return _insert(body=body, envelope=envelope, request_id=request_id)
+    received_at = timezone.now()
+    ordered_at = ordering_time(headers.get(ORDERING_HEADER), received_at)
+    return _insert(
+        body=body,
+        envelope=envelope,
+        request_id=request_id,
+        received_at=received_at,
+        ordered_at=ordered_at,
+    )
 
 
-def _insert(*, body: bytes | bytearray, envelope: Envelope, request_id: str) -> Recorded:
+ORDERING_HEADER = "X-Terra-Ordering-Timestamp"
+# A stamp further ahead than this is not believed: it would make its delivery win forever.
+ORDERING_MAX_AHEAD = timedelta(days=1)
+_EPOCH_2000_MS = 946_684_800_000
+
+
+def ordering_time(value: str | None, received_at: datetime) -> datetime:
+    """Terra's emission time from X-Terra-Ordering-Timestamp (unix milliseconds), or
+    `received_at` when the header is absent or not a plausible stamp (not digits, before 2000,
+    more than a day ahead of receipt)."""
+    text = (value or "").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 15:
+        return received_at
+    millis = int(text)
+    if millis < _EPOCH_2000_MS:
+        return received_at
+    stamp = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return received_at if stamp > received_at + ORDERING_MAX_AHEAD else stamp
+
+
+def _insert(
+    *,
+    body: bytes | bytearray,
+    envelope: Envelope,
+    request_id: str,
+    received_at: datetime,
+    ordered_at: datetime,
+) -> Recorded:
     with transaction.atomic():
-        pk = _insert_row(body=body, envelope=envelope, request_id=request_id)
+        pk = _insert_row(
+            body=body,
+            envelope=envelope,
+            request_id=request_id,
+            received_at=received_at,
+            ordered_at=ordered_at,
+        )
         if pk is None:
             return Recorded(None, envelope.event_type, duplicate=True)
         received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
@@ -95,13 +136,21 @@ _RAW_EVENT_COLUMNS = (
     "dedup_key",
     "request_id",
     "received_at",
+    "ordered_at",
     "attempts",
     "state",
     "payload",
 )
 
 
-def _insert_row(*, body: bytes | bytearray, envelope: Envelope, request_id: str) -> int | None:
+def _insert_row(
+    *,
+    body: bytes | bytearray,
+    envelope: Envelope,
+    request_id: str,
+    received_at: datetime,
+    ordered_at: datetime,
+) -> int | None:
     """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
     raw_events_dedup already holds this delivery (a concurrent twin waits for the first
     insert's commit, then does nothing). The payload column gets the body's own bytes: no
@@ -115,7 +164,8 @@ def _insert_row(*, body: bytes | bytearray, envelope: Envelope, request_id: str)
         True,
         hashlib.sha256(body).hexdigest(),
         request_id,
-        connection.ops.adapt_datetimefield_value(timezone.now()),
+        connection.ops.adapt_datetimefield_value(received_at),
+        connection.ops.adapt_datetimefield_value(ordered_at),
         0,
         RawEventState.PENDING.value,
     ]

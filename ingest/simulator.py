@@ -37,12 +37,14 @@ _FORM_REFERENCE = re.compile(rb'name="reference_id"\r\n\r\n([^\r]*)\r\n')
 def webhook_post(
     client: httpx.Client, url: str, payload: dict, *, secret: str | None = None
 ) -> httpx.Response:
-    """Sign `payload` the way Terra does and POST it; returns the answer."""
+    """Sign `payload` the way Terra does and POST it, stamped with Terra's ordering header
+    (unix ms at emission); returns the answer."""
     body = json.dumps(payload, separators=(",", ":")).encode()
     secret = secret if secret is not None else settings.TERRA_WEBHOOK_SECRETS[0]
     headers = {
         "Content-Type": "application/json",
         "terra-signature": signature_header_value(body, secret=secret),
+        "x-terra-ordering-timestamp": str(time.time_ns() // 1_000_000),
     }
     return client.post(url, content=body, headers=headers)
 

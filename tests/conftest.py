@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from ingest import terra_client
@@ -13,6 +14,12 @@ from ops.services import api_key_create, user_token_create
 from tests.factories import UserFactory
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_runtest_setup(item):
+    # Slow real-process tests run once, in the PostgreSQL pass of .ci/run.
+    if item.get_closest_marker("postgres_only") and connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (real processes, SKIP LOCKED), or runs once in that pass")
 
 
 def load_fixture(name: str) -> dict:

@@ -1,19 +1,13 @@
-"""Fixtures for the engine's tests: the sample workflows, a harness, and postgres_only skips."""
+"""Fixtures for the engine's tests: the sample workflows and a harness."""
 
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
 
 import tests.workflows.sample_workflows  # noqa: F401 - registers the sample workflows
 from workflows.testing import WorkflowHarness
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-
-def pytest_runtest_setup(item):
-    if item.get_closest_marker("postgres_only") and connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (real runner processes, SKIP LOCKED)")
 
 
 @pytest.fixture(autouse=True)
