@@ -84,10 +84,13 @@ def check_destination(url: httpx.URL) -> None:
     if f"{url.host.lower()}:{port}" in _allowed_hosts():
         return
     try:
-        infos = _resolver(url.host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ConnectionError(f"cannot resolve {url.host}: {exc}") from exc
-    addresses = {info[4][0] for info in infos}
+        addresses = {str(ipaddress.ip_address(url.host))}  # a literal address: no lookup
+    except ValueError:
+        try:
+            infos = _resolver(url.host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConnectionError(f"cannot resolve {url.host}: {exc}") from exc
+        addresses = {info[4][0] for info in infos}
     for address in sorted(addresses):
         if not _is_public(address):
             raise HttpActionRefused(
