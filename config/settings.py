@@ -1,10 +1,13 @@
 """vitalflow settings: one module, everything read from the environment with safe local defaults."""
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+from ops.durations import DurationError, parse_timedelta
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -32,6 +35,17 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+
+
+def env_duration(name: str, default: str | None) -> timedelta | None:
+    """A duration in the project's grammar ("90s", "2 hours", "7d"); unset gives `default`."""
+    raw = os.environ.get(name) or default
+    if raw is None:
+        return None
+    try:
+        return parse_timedelta(raw)
+    except DurationError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
 
 
 def env_list(name: str, default: str = "") -> list[str]:
@@ -243,7 +257,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["ops.parsers.StrictJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ops.errors.api_exception_handler",

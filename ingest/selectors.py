@@ -1,7 +1,6 @@
 """Reads for ingest operations: the FilterSets and querysets that the operator API, the admin
 console and the commands share, so "the DLQ" or "parked rows of bob" mean one query everywhere."""
 
-import re
 from datetime import timedelta
 
 import django_filters
@@ -19,20 +18,16 @@ from ingest.models import (
     TraceLevel,
 )
 from ingest.registry import user_tables
+from ops.durations import parse_timedelta
 from ops.errors import ApiError
 
 DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
 NO_CONNECTION_ERROR = "no_connection_for_terra_user"
-_DURATION = re.compile(r"^(\d{1,6})([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def parse_age(raw: str) -> timedelta:
-    """'90s', '15m', '2h', '7d' → timedelta (ASCII digits only)."""
-    match = _DURATION.match(raw.strip()) if raw else None
-    if match is None:
-        raise ValueError(f"not a duration: {raw!r} (use e.g. 15m, 2h, 7d)")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    """'90s', '15m', '2 hours', '7d' → timedelta, in the project's one duration grammar."""
+    return parse_timedelta(raw)
 
 
 class AgeFilter(django_filters.CharFilter):

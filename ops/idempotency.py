@@ -6,7 +6,7 @@ How a request is handled (`idempotent` wraps a DRF handler method such as `post`
 1. No `Idempotency-Key` header: 400 `idempotency_required` when the endpoint requires one,
    otherwise the handler runs as usual and nothing is deduplicated.
 2. Validate the key (1–255 visible ASCII; `"abc"` is the same key as `abc`) and hash the body
-   (sha256 of JSON with sorted keys and no whitespace, so key order and spacing don't matter).
+   (sha256 of RFC 8785 canonical JSON, so key order, spacing and 1 vs 1.0 do not matter).
 3. In ONE transaction: INSERT the in-flight row first, run the handler, store its response.
    The unique constraint on (principal, key, endpoint) makes a concurrent retry's INSERT wait
    for that transaction (PostgreSQL blocks on the index entry; SQLite's IMMEDIATE transactions
@@ -30,6 +30,7 @@ import json
 import time
 from datetime import timedelta
 
+import rfc8785
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.utils import timezone
@@ -68,7 +69,13 @@ def normalize_key(raw: str | None) -> str | None:
 
 
 def canonical_json(data) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """RFC 8785 (JCS) bytes, so `{"a": 1}` and `{"a": 1.0}` are one request. JCS only knows
+    IEEE doubles; a body with an integer beyond ±2^53 falls back to sorted-key JSON, which is
+    still deterministic for that body."""
+    try:
+        return rfc8785.dumps(data)
+    except rfc8785.CanonicalizationError:
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def body_hash(data) -> str:

@@ -4,6 +4,7 @@ import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from ops.models import ApiKey, AuditLog, UserToken
@@ -26,10 +27,11 @@ def api_key_create(*, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
 
 
 def api_key_revoke(*, key: ApiKey, actor: str) -> None:
-    if key.revoked_at is None:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
-    audit_log_write(actor=actor, action="api_key.revoke", resource=f"api_key:{key.pk}")
+    with transaction.atomic():  # the revocation and its audit row commit together
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+        audit_log_write(actor=actor, action="api_key.revoke", resource=f"api_key:{key.pk}")
 
 
 def user_token_create(*, user, name: str = "default") -> tuple[UserToken, str]:

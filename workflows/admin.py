@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from ops import strict_json
 from ops.errors import ApiError
 from workflows import runtime
 from workflows.authoring import registry
@@ -287,13 +288,13 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
             event_type = request.POST.get("type", "").strip()
             payload_text = request.POST.get("payload", "").strip()
             try:
-                payload = json.loads(payload_text) if payload_text else None
+                payload = strict_json.loads(payload_text) if payload_text else None
                 _policy(request, "events", instance)
                 operations.event_send(
                     instance=instance, event_type=event_type, payload=payload, request=request
                 )
-            except json.JSONDecodeError as exc:
-                error = f"payload is not valid JSON: {exc}"
+            except strict_json.InvalidJson as exc:
+                error = f"payload is not valid JSON ({exc.reason}): {exc.message}"
             except ApiError as exc:
                 error = f"{exc.code}: {exc.message}"
             else:

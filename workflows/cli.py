@@ -260,11 +260,15 @@ TERMINAL = {"complete", "errored", "terminated"}
 
 
 def cmd_instances_logs(api: Api, args, out) -> None:
-    cursor = None
+    # The last page has no next cursor, so a follower re-reads it on each poll: lines already
+    # printed are recognised by id (ids only grow) and printed once.
+    cursor, printed_up_to = None, 0
     while True:
         data = _history(api, args, include_logs="true", logs_cursor=cursor, page_size=100)
         for log in data.get("logs", []):
-            print(fmt_log(log), file=out)
+            if log["id"] > printed_up_to:
+                print(fmt_log(log), file=out)
+                printed_up_to = log["id"]
         out.flush()
         cursor = data.get("logs_cursor") or cursor
         if data.get("logs_has_next_page"):

@@ -2,6 +2,7 @@
 
 import json
 
+from ops import strict_json
 from workflows.authoring import NAME_PATTERN
 from workflows.errors import InvalidEventType, InvalidInstanceId, InvalidPayload, InvalidStep
 
@@ -37,7 +38,12 @@ def check_step_name(value) -> str:
 
 
 def check_json(value, *, what: str):
-    """Return `value` when it is JSON-serializable and ≤ 1 MiB encoded, else InvalidPayload."""
+    """Return `value` when it is JSON under ops/strict_json.py's rules and ≤ 1 MiB encoded,
+    else InvalidPayload (the same rules the HTTP API applies to request bodies)."""
+    try:
+        strict_json.check_value(value)
+    except strict_json.InvalidJson as exc:
+        raise InvalidPayload(f"{what} is not valid JSON ({exc.reason}): {exc.message}") from None
     try:
         encoded = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:

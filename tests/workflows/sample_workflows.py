@@ -53,3 +53,9 @@ def sleepy(event, step):
     """Sleeps 1 s, then returns the wall time it woke at (bench wake latency)."""
     step.sleep("nap", "1 second")
     return step.do("woke", time.time)
+
+
+@workflow(name="hostile-result")
+def hostile_result(event, step):
+    """A step whose result is a lone surrogate: not storable JSON."""
+    return step.do("bad", lambda: "\ud800")

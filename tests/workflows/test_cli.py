@@ -245,3 +245,5 @@ def test_logs_follow_prints_new_lines_until_the_instance_finishes(wf):
     code, out, _ = result["out"]
     assert code == 0
     assert "event 'approve' received" in out and "instance complete" in out
+    lines = out.splitlines()
+    assert len(lines) == len(set(lines)), "a followed log line was printed more than once"

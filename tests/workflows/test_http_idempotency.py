@@ -45,6 +45,23 @@ def test_a_retry_with_an_equal_body_gets_the_same_bytes_and_no_new_instance(crea
     assert WorkflowInstance.objects.count() == 1
 
 
+def test_one_and_one_point_zero_are_the_same_request(creator):
+    bodies = ['{"params": {"a": 1, "b": [10, 2.50]}}', '{"params": {"b": [1e1, 2.5], "a": 1.0}}']
+    first, again = (
+        creator.generic(
+            "POST",
+            "/v1/workflows/h5-approval/instances",
+            body,
+            "application/json",
+            HTTP_IDEMPOTENCY_KEY="k-num",
+        )
+        for body in bodies
+    )
+    assert first.status_code == again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert WorkflowInstance.objects.count() == 1
+
+
 def test_the_same_key_with_another_body_is_409_idempotency_conflict(creator):
     create(creator, id="o1", key="k1")
     response = create(creator, id="o2", key="k1")

@@ -19,6 +19,13 @@ def test_a_retry_with_the_same_key_returns_the_first_instance():
     assert WorkflowInstance.objects.count() == 1
 
 
+def test_params_equal_as_canonical_json_are_the_same_call():
+    first = get_workflow("noop3").create(params={"n": 1, "r": 0.5}, idempotency_key="order-8")
+    again = get_workflow("noop3").create(params={"r": 0.50, "n": 1.0}, idempotency_key="order-8")
+    assert again.id == first.id
+    assert WorkflowInstance.objects.count() == 1
+
+
 def test_the_same_key_with_other_params_is_a_conflict():
     get_workflow("noop3").create(params={"n": 1}, idempotency_key="order-7")
     with pytest.raises(IdempotencyConflict):

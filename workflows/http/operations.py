@@ -9,6 +9,9 @@ services are therefore called without actor/request (they write no row of their 
 adding a second.
 """
 
+from contextlib import contextmanager, nullcontext
+
+from django.db import transaction
 from django.db.models import Max
 
 from ops.errors import ApiError
@@ -60,23 +63,23 @@ def audit(
     )
 
 
-class audited:  # noqa: N801 - reads as a statement: `with audited(...):`
-    """Context manager: writes the audit row after the block, with result "ok" or the code of
-    the ApiError (WorkflowError included) that escaped it."""
-
-    def __init__(self, *, action: str, resource: str, request=None, actor=None, metadata=None):
-        self.kwargs = {"action": action, "resource": resource, "request": request, "actor": actor}
-        self.metadata = dict(metadata or {})
-
-    def __enter__(self):
-        return self.metadata  # the block may add facts (created ids) to the row
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is None:
-            audit(**self.kwargs, metadata=self.metadata)
-        elif isinstance(exc, ApiError):
-            audit(**self.kwargs, result=exc.code, metadata={**self.metadata, "error": exc.message})
-        return False
+@contextmanager
+def audited(
+    *, action: str, resource: str, request=None, actor=None, metadata=None, atomic: bool = True
+):
+    """`with audited(...) as facts:` runs the block and its "ok" audit row in ONE transaction,
+    so a change never commits without its row (nor a row without its change). A refusal
+    (ApiError, WorkflowError included) rolls the block back and is audited with its code.
+    `atomic=False` only for blocks that commit in many transactions of their own (the tick)."""
+    facts = dict(metadata or {})  # the block may add facts (created ids) to the row
+    row = {"action": action, "resource": resource, "request": request, "actor": actor}
+    try:
+        with transaction.atomic() if atomic else nullcontext():
+            yield facts
+            audit(**row, metadata=facts)
+    except ApiError as exc:
+        audit(**row, result=exc.code, metadata={**facts, "error": exc.message})
+        raise
 
 
 def instance_action(*, instance: WorkflowInstance, action: str, request=None, actor=None):
@@ -164,7 +167,11 @@ def version_activate(*, workflow_name: str, version: int, request=None, actor=No
 
 def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=None) -> int:
     with audited(
-        action="workflow.runner_tick", resource="workflow_runner", request=request, actor=actor
+        action="workflow.runner_tick",
+        resource="workflow_runner",
+        request=request,
+        actor=actor,
+        atomic=False,  # the tick commits every step boundary on its own
     ) as facts:
         processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
