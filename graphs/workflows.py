@@ -9,14 +9,16 @@ the result back, repeat. Node kinds map to engine primitives:
     sleep               → step.sleep
     workflow            → step.run_workflow (the child's output)
 
-Tokens, run events and the run context are a projection of that state: each step registers
-(step.tx.mutate) the rows produced since the previous step, so they commit with it and a replay
-never writes them twice. The projection trails the engine by at most one step; `finish` and
-`fail` steps flush the rest. Fan-out branches run one after another in token order (until the
-engine's step.parallel is on main): a branch waiting on a human blocks the branches after it.
+Tokens, run events and the run context are a projection of that state: a step registers
+(step.tx.mutate) the rows produced since the last write, so they commit with it and a replay
+never writes them twice. Node steps write them about once a second (a write costs a commit of
+its own); the "start" step of human/sleep/workflow nodes and the run's `finish`/`fail` steps
+always write. Fan-out branches run one after another in token order (until the engine's
+step.parallel is on main): a branch waiting on a human blocks the branches after it.
 """
 
 import copy
+import time
 from datetime import UTC, datetime, timedelta
 
 from graphs import actions, decisions, http_action, spec
@@ -24,6 +26,11 @@ from graphs.models import GraphRun, GraphRunEvent, GraphToken
 from graphs.services import GRAPH_WORKFLOW
 from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime, workflow
 from workflows.runner.execute import error_dict
+
+# Projection rows (tokens, run events, context) trail the engine by about this long, or this
+# many events, whichever comes first; human/sleep/workflow nodes and the run's end write at once.
+FLUSH_INTERVAL_S = 1.0
+FLUSH_MAX_EVENTS = 500
 
 
 class GraphRunFailed(Exception):
@@ -56,6 +63,7 @@ class Executor:
         self.graph = graph
         self.state = state
         self.persisted: set[str] = set()  # token paths whose rows exist
+        self.flushed_at = time.monotonic()
 
     def run(self):
         while True:
@@ -128,10 +136,14 @@ class Executor:
     # -- durable steps and the projection -------------------------------------------------
 
     def record(self, name: str) -> int:
-        """A step that only stores the projection so far; returns its (stored) time."""
-        return self.durable(name, lambda: to_ms(runtime.now()), retries={"limit": 3})
+        """A step that stores the projection so far; returns its (stored) time."""
+        return self.durable(name, lambda: to_ms(runtime.now()), retries={"limit": 3}, flush=True)
 
-    def durable(self, name: str, fn, *, retries=None, timeout=None):
+    def durable(self, name: str, fn, *, retries=None, timeout=None, flush=False):
+        """step.do(name, fn) that may also write the projection rows pending so far. Writing
+        them forces a commit of its own (step.tx.mutate), so a node step writes them only
+        when FLUSH_INTERVAL_S has passed or many are pending; whether it did is part of the
+        step's stored result, so a replay knows which rows are already written."""
         events, tokens, context_changed = decisions.take_journal(self.state)
         rows = [(t.path not in self.persisted, token_row(t)) for t in tokens]
         context = copy.deepcopy(self.state.context) if context_changed else None
@@ -139,19 +151,28 @@ class Executor:
 
         def callback():
             value = fn()
-            self.step.tx.mutate(lambda: write_projection(run_pk, events, rows, context))
-            return value
+            due = time.monotonic() - self.flushed_at >= FLUSH_INTERVAL_S
+            written = flush or due or len(events) >= FLUSH_MAX_EVENTS
+            if written:
+                self.step.tx.mutate(lambda: write_projection(run_pk, events, rows, context))
+            return {"value": value, "flushed": written}
 
-        try:
-            value = self.step.do(name, callback, retries=retries, timeout=timeout)
-        except BaseException:
-            # Not stored: hand the rows back so the step that comes next writes them.
+        def give_back():
             self.state.journal[:0] = events
             self.state.dirty.update(t.path for t in tokens)
             self.state.context_dirty = self.state.context_dirty or context_changed
+
+        try:
+            result = self.step.do(name, callback, retries=retries, timeout=timeout)
+        except BaseException:
+            give_back()  # not stored: the step that comes next writes them
             raise
-        self.persisted.update(t.path for t in tokens)
-        return value
+        if result["flushed"]:
+            self.persisted.update(t.path for t in tokens)
+            self.flushed_at = time.monotonic()
+        else:
+            give_back()
+        return result["value"]
 
 
 def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:
