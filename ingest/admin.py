@@ -5,7 +5,7 @@ Custom pages (drain, backfill, user overview and wipe) live in ingest.admin_page
 
 import json
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Q
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -23,6 +23,7 @@ from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.services import raw_events_replay
 from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
+from ops.console import ReadOnlyAdmin, is_confirmed
 
 STATE_COLOURS = {
     RawEventState.PENDING: "#666",
@@ -55,7 +56,7 @@ class TraceInline(admin.TabularInline):
 
 
 @admin.register(RawEvent)
-class RawEventAdmin(admin.ModelAdmin):
+class RawEventAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "state_badge",
@@ -72,7 +73,6 @@ class RawEventAdmin(admin.ModelAdmin):
     search_fields = ("=terra_user_id", "=reference_id", "=request_id")
     search_help_text = "exact Terra user id, reference id, request id or raw event id"
     list_select_related = ("user",)
-    show_full_result_count = False
     list_per_page = 50
     ordering = ("-received_at", "-id")
     actions = ["replay_selected", "mark_skipped"]
@@ -113,22 +113,14 @@ class RawEventAdmin(admin.ModelAdmin):
     # Every field is shown read-only: a raw event is evidence, not data to edit.
     readonly_fields = tuple(name for _, section in fieldsets for name in section["fields"])
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        # The page stays viewable; nothing on a raw event is edited by hand.
-        return False
-
     def get_urls(self):
+        view = self.admin_site.admin_view
         return [
+            path("drain/", view(admin_pages.drain_view), name="ingest_rawevent_drain"),
             path(
-                "drain/",
-                self.admin_site.admin_view(admin_pages.drain_view),
-                name="ingest_rawevent_drain",
+                "<int:raw_event_id>/replay/",
+                view(admin_pages.replay_one_view),
+                name="ingest_rawevent_replay",
             ),
             *super().get_urls(),
         ]
@@ -149,12 +141,6 @@ class RawEventAdmin(admin.ModelAdmin):
         if lookup in ("user__username", "terra_user_id", "reference_id", "request_id"):
             return True
         return super().lookup_allowed(lookup, value, request)
-
-    def get_actions(self, request):
-        # Nothing is edited by hand (has_change_permission is False for everyone), but the
-        # change *permission* still says who may replay and skip.
-        actions = super().get_actions(request)
-        return actions if request.user.has_perm("ingest.change_rawevent") else {}
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj):
@@ -204,42 +190,37 @@ class RawEventAdmin(admin.ModelAdmin):
 
     @admin.action(description="Replay selected raw events…")
     def replay_selected(self, request, queryset):
-        if request.POST.get("confirm") == "yes":
-            ids = list(queryset.values_list("pk", flat=True))
-            count = raw_events_replay(ids=ids, request=request)
-            self.message_user(request, f"Replayed {count} raw event(s).", messages.SUCCESS)
+        if is_confirmed(request):
+            rows = list(queryset)
+            count = raw_events_replay(ids=[r.pk for r in rows], request=request)
+            self.report(request, f"Replayed {count} raw event(s).", objects=rows)
             return None
-        return admin_pages.confirm_action(
+        return admin_pages.raw_events_confirmation(
             request,
-            self,
             queryset,
             action="replay_selected",
             title="Replay raw events",
-            explanation=(
-                "Each row goes back to pending with a fresh attempt budget and is handed to "
-                "the consumer again. Normalizers are replay-safe: processed rows converge."
-            ),
+            explanation=admin_pages.REPLAY_EXPLANATION,
         )
 
     @admin.action(description="Mark selected as skipped (with a reason)…")
     def mark_skipped(self, request, queryset):
         eligible = queryset.filter(state__in=SKIPPABLE_STATES)
-        reason = request.POST.get("reason", "").strip()
-        if request.POST.get("confirm") == "yes" and reason:
-            ids = list(eligible.values_list("pk", flat=True))
-            count = raw_events_mark_skipped(ids=ids, reason=reason, request=request)
-            self.message_user(
+        form = admin_pages.SkipReasonForm(request.POST if is_confirmed(request) else None)
+        if form.is_valid():
+            rows = list(eligible)
+            count = raw_events_mark_skipped(
+                ids=[r.pk for r in rows], reason=form.cleaned_data["reason"], request=request
+            )
+            self.report(
                 request,
                 f"Marked {count} raw event(s) skipped ({queryset.count() - count} left alone: "
                 "already finished).",
-                messages.SUCCESS,
+                objects=rows,
             )
             return None
-        if request.POST.get("confirm") == "yes":
-            self.message_user(request, "A reason is required.", messages.ERROR)
-        return admin_pages.confirm_action(
+        return admin_pages.raw_events_confirmation(
             request,
-            self,
             eligible,
             action="mark_skipped",
             title="Mark raw events skipped",
@@ -248,13 +229,13 @@ class RawEventAdmin(admin.ModelAdmin):
                 "storing anything: state skipped, error skipped:manual:<reason>. Finished rows "
                 "are left alone."
             ),
-            ask_reason=True,
+            form=form,
             ignored=queryset.count() - eligible.count(),
         )
 
 
 @admin.register(TerraConnection)
-class TerraConnectionAdmin(admin.ModelAdmin):
+class TerraConnectionAdmin(ReadOnlyAdmin):
     list_display = (
         "terra_user_id",
         "user_link",
@@ -267,7 +248,6 @@ class TerraConnectionAdmin(admin.ModelAdmin):
     list_filter = ("provider", ("deactivated_at", admin.EmptyFieldListFilter))
     search_fields = ("=terra_user_id", "user__username", "=reference_id")
     list_select_related = ("user",)
-    show_full_result_count = False
     readonly_fields = (
         "user_link",
         "terra_user_id",
@@ -281,15 +261,6 @@ class TerraConnectionAdmin(admin.ModelAdmin):
         "actions_links",
     )
     fields = readonly_fields
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -333,7 +304,7 @@ class TerraConnectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(TraceEvent)
-class TraceEventAdmin(admin.ModelAdmin):
+class TraceEventAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at",
         "level",
@@ -347,7 +318,6 @@ class TraceEventAdmin(admin.ModelAdmin):
     list_filter = ("level", TraceEventFilter)
     search_fields = ("=request_id",)
     list_select_related = ("user", "raw_event")
-    show_full_result_count = False
     ordering = ("-created_at", "-id")
     readonly_fields = [f.name for f in TraceEvent._meta.fields]
 
@@ -356,12 +326,6 @@ class TraceEventAdmin(admin.ModelAdmin):
         if lookup in ("raw_event__id__exact", "request_id", "user__username"):
             return True
         return super().lookup_allowed(lookup, value, request)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="raw event")
     def raw_event_link(self, obj):
@@ -375,7 +339,7 @@ class TraceEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(ImportJob)
-class ImportJobAdmin(admin.ModelAdmin):
+class ImportJobAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "user_link",
@@ -389,14 +353,7 @@ class ImportJobAdmin(admin.ModelAdmin):
     )
     search_fields = ("user__username",)
     list_select_related = ("user",)
-    show_full_result_count = False
     readonly_fields = [f.name for f in ImportJob._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def get_object(self, request, object_id, from_field=None):
         # The counters are derived (ingest.imports): recount when someone looks at one job.

@@ -3,62 +3,82 @@ connection, the user overview and its "wipe all data". Each page parses the form
 service as the API, and redirects with a message that gives counts."""
 
 from django import forms
-from django.contrib import admin, messages
-from django.contrib.admin import helpers
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.timesince import timesince
 
 from ingest.connections import connection_backfill_request
 from ingest.imports import import_job_refresh, import_job_summary
-from ingest.models import TerraConnection
+from ingest.models import RawEvent, TerraConnection
 from ingest.selectors import user_overview
-from ingest.services import DRAIN_MAX_LIMIT, drain_candidates
+from ingest.services import DRAIN_MAX_LIMIT, drain_candidates, raw_events_replay
 from ingest.triage import raw_events_drain_request
 from ingest.wipe import user_wipe, user_wipe_preview
+from ops.console import PREVIEW_ROWS, confirmation_page, console_report, is_confirmed
 from ops.errors import ApiError
 
-PREVIEW_ROWS = 50
+REPLAY_EXPLANATION = (
+    "Each row goes back to pending with a fresh attempt budget and is handed to the consumer "
+    "again. Normalizers are replay-safe: processed rows converge."
+)
+RAW_EVENT_COLUMNS = ("id", "state", "type", "user / Terra user", "received", "error")
 
 
 def _context(request, title: str, **extra) -> dict:
+    from django.contrib import admin
+
     return {**admin.site.each_context(request), "title": title, **extra}
 
 
-def confirm_action(
-    request,
-    model_admin,
-    queryset,
-    *,
-    action: str,
-    title: str,
-    explanation: str,
-    ask_reason: bool = False,
-    ignored: int = 0,
+def _raw_event_cells(row) -> tuple:
+    user = row.user.username if row.user_id else row.terra_user_id
+    error = (row.process_error or "")[:80]
+    return (row.pk, row.state, row.event_type, user, f"{timesince(row.received_at)} ago", error)
+
+
+def raw_events_confirmation(
+    request, queryset, *, action: str, title: str, explanation: str, form=None, ignored: int = 0
 ):
-    """The page between choosing an action and running it: which rows, what will happen."""
-    rows = list(queryset.select_related("user")[: PREVIEW_ROWS + 1])
-    return TemplateResponse(
+    """The confirmation of a raw-event bulk action: which rows, and what will happen."""
+    rows = list(queryset.select_related("user")[:PREVIEW_ROWS])
+    return confirmation_page(
         request,
-        "admin/ingest/confirm_action.html",
-        _context(
-            request,
-            title,
-            opts=model_admin.model._meta,
-            action=action,
-            explanation=explanation,
-            rows=rows[:PREVIEW_ROWS],
-            more=max(queryset.count() - PREVIEW_ROWS, 0) if len(rows) > PREVIEW_ROWS else 0,
-            count=queryset.count(),
-            ignored=ignored,
-            ids=request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
-            select_across=request.POST.get("select_across", "0"),
-            ask_reason=ask_reason,
-            reason=request.POST.get("reason", ""),
-            checkbox_name=helpers.ACTION_CHECKBOX_NAME,
-        ),
+        model=RawEvent,
+        title=title,
+        explanation=explanation,
+        columns=RAW_EVENT_COLUMNS,
+        rows=[_raw_event_cells(r) for r in rows],
+        total=queryset.count(),
+        ignored=ignored,
+        submit=f"Yes, {title.lower()}",
+        action=action,
+        form=form,
+        enabled=bool(rows),
+    )
+
+
+class SkipReasonForm(forms.Form):
+    reason = forms.CharField(max_length=200, help_text="required: why these rows are not stored")
+
+
+def replay_one_view(request, raw_event_id: int):
+    """Replay… on a raw event's own page."""
+    if not request.user.has_perm("ingest.change_rawevent"):
+        raise PermissionDenied
+    row = get_object_or_404(RawEvent, pk=raw_event_id)
+    if is_confirmed(request):
+        count = raw_events_replay(ids=[row.pk], request=request)
+        console_report(request, f"Replayed {count} raw event(s) (#{row.pk}).", objects=[row])
+        return redirect("admin:ingest_rawevent_change", row.pk)
+    return raw_events_confirmation(
+        request,
+        RawEvent.objects.filter(pk=row.pk),
+        action=None,
+        title=f"Replay raw event {row.pk}",
+        explanation=REPLAY_EXPLANATION,
     )
 
 
@@ -77,12 +97,13 @@ class DrainForm(forms.Form):
 def drain_view(request):
     if not request.user.has_perm("ingest.change_rawevent"):
         raise PermissionDenied
-    form = DrainForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = DrainForm(request.POST if is_confirmed(request) else None)
+    if form.is_valid():
         result = raw_events_drain_request(**form.cleaned_data, request=request)
-        messages.success(
+        console_report(
             request,
             f"Drain picked {result['selected']} raw event(s) and enqueued {result['enqueued']}.",
+            model=RawEvent,
         )
         return redirect("admin:ingest_rawevent_changelist")
     opts = form.data if form.is_bound else {}
@@ -90,10 +111,19 @@ def drain_view(request):
         include_skipped=bool(opts.get("include_skipped")),
         include_no_connection=bool(opts.get("include_no_connection")),
     ).count()
-    return TemplateResponse(
+    return confirmation_page(
         request,
-        "admin/ingest/drain.html",
-        _context(request, "Drain stuck raw events", form=form, waiting=waiting),
+        model=RawEvent,
+        title="Drain stuck raw events",
+        explanation=(
+            "The drain hands stuck rows back to the queue: unprocessed rows of the last 24 h "
+            "(pending or parked) and retrying rows whose backoff is over. By default it leaves "
+            "skipped rows and rows parked with no_connection_for_terra_user alone: re-running "
+            f"them only spins. {waiting} row(s) match these options right now; one drain takes "
+            "at most `limit`."
+        ),
+        submit="Yes, drain",
+        form=form,
     )
 
 
@@ -105,48 +135,69 @@ def backfill_view(request, connection_id: int):
     if not request.user.has_perm("ingest.change_terraconnection"):
         raise PermissionDenied
     connection = get_object_or_404(TerraConnection.objects.select_related("user"), pk=connection_id)
-    form = BackfillForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
+    form = BackfillForm(request.POST if is_confirmed(request) else None)
+    if form.is_valid():
         outcomes = connection_backfill_request(
             connection=connection, days=form.cleaned_data["days"], request=request
         )
         failed = sum(1 for o in outcomes if o["status"] != "requested")
-        level = messages.SUCCESS if not failed else messages.WARNING
-        messages.add_message(
+        console_report(
             request,
-            level,
             f"Requested {len(outcomes) - failed} of {len(outcomes)} backfill(s) of "
             f"{form.cleaned_data['days']} day(s) for {connection.terra_user_id}"
             + (f"; {failed} failed (see traces)." if failed else "."),
+            objects=[connection],
+            level=messages.SUCCESS if not failed else messages.WARNING,
         )
         return redirect("admin:ingest_terraconnection_change", connection.pk)
-    return TemplateResponse(
+    return confirmation_page(
         request,
-        "admin/ingest/backfill.html",
-        _context(request, f"Backfill {connection}", form=form, connection=connection),
+        model=TerraConnection,
+        title=f"Backfill {connection}",
+        explanation=(
+            f"Ask Terra to re-send the last N days of activity, sleep, daily and body data for "
+            f"{connection.provider} connection {connection.terra_user_id} of "
+            f"{connection.user.username}. Terra answers at once and delivers the data by webhook "
+            "over the next minutes; normalizers are replay-safe, so data already stored is not "
+            "duplicated."
+        ),
+        submit="Request backfill",
+        form=form,
+        cancel_url=reverse("admin:ingest_terraconnection_change", args=[connection.pk]),
     )
 
 
-def _user_or_404(username: str):
+def _find_user(username: str):
     from ingest.selectors import user_get
 
     try:
         return user_get(username=username)
     except ApiError:
-        raise Http404(f"No user {username!r}") from None
+        return None
+
+
+def _unknown_user(request, username: str):
+    """An unknown name is an operator's typo: say so on the front page, not with a 404."""
+    messages.error(request, f"No user named {username!r}.")
+    return redirect("admin:index")
 
 
 def user_lookup_view(request):
     username = request.GET.get("username", "").strip()
     if not username:
         return redirect("admin:index")
+    if _find_user(username) is None:
+        return _unknown_user(request, username)
     return redirect("admin:ingest_user_overview", username)
 
 
 def user_overview_view(request, username: str):
     if not request.user.has_perm("ingest.view_terraconnection"):
         raise PermissionDenied
-    info = user_overview(user=_user_or_404(username))
+    user = _find_user(username)
+    if user is None:
+        return _unknown_user(request, username)
+    info = user_overview(user=user)
     imports = [import_job_summary(import_job_refresh(job=j)) for j in info["imports"]]
     return TemplateResponse(
         request,
@@ -162,28 +213,59 @@ def user_overview_view(request, username: str):
     )
 
 
+class WipeConfirmForm(forms.Form):
+    confirm_username = forms.CharField(label="Type the username to confirm")
+
+    def __init__(self, *args, username: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.username = username
+
+    def clean_confirm_username(self):
+        if self.cleaned_data["confirm_username"] != self.username:
+            raise forms.ValidationError("Type the username exactly to confirm.")
+        return self.username
+
+
+def _wipe_summary(counts: dict[str, int]) -> tuple[int, str]:
+    """(rows, "table n, …") over the row counts the confirmation lists (stored files apart)."""
+    rows = {k: v for k, v in counts.items() if k != "stored_files"}
+    return sum(rows.values()), ", ".join(f"{k} {v}" for k, v in rows.items() if v)
+
+
 def user_wipe_view(request, username: str):
     if not request.user.has_perm("auth.delete_user"):
         raise PermissionDenied
-    user = _user_or_404(username)
-    if request.method == "POST" and request.POST.get("confirm_username") == username:
+    user = _find_user(username)
+    if user is None:
+        return _unknown_user(request, username)
+    form = WipeConfirmForm(request.POST if is_confirmed(request) else None, username=username)
+    if form.is_valid():
         counts = user_wipe(user=user, request=request)
-        total = sum(v for k, v in counts.items() if k not in ("users", "stored_files"))
-        messages.success(
+        rows, detail = _wipe_summary(counts)
+        console_report(
             request,
-            f"Wiped {username}: {total} row(s) and {counts.get('stored_files', 0)} stored "
-            f"file(s) deleted ({', '.join(f'{k} {v}' for k, v in counts.items() if v)}).",
+            f"Wiped {username}: {rows} row(s) ({detail}) and {counts.get('stored_files', 0)} "
+            "stored file(s) deleted.",
+            model=type(user),
         )
         return redirect("admin:index")
-    if request.method == "POST":
-        messages.error(request, "Type the username exactly to confirm.")
-    return TemplateResponse(
+    preview = user_wipe_preview(user=user)
+    rows, _ = _wipe_summary(preview)
+    return confirmation_page(
         request,
-        "admin/ingest/user_wipe.html",
-        _context(
-            request,
-            f"Wipe all data of {username}",
-            username=username,
-            counts=user_wipe_preview(user=user),
+        model=TerraConnection,
+        title=f"Wipe all data of {username}",
+        explanation=(
+            f"This deletes {username} and every row of theirs ({rows} row(s) in all, listed "
+            f"below), in one transaction, then their {preview.get('stored_files', 0)} stored "
+            "file(s). It cannot be undone. An audit row records who did it and the counts."
         ),
+        columns=("table", "rows that will go"),
+        rows=[(k, v) for k, v in preview.items() if k != "stored_files"],
+        total=rows,
+        noun="row(s)",
+        submit=f"Yes, wipe {username}",
+        form=form,
+        danger=True,
+        cancel_url=reverse("admin:ingest_user_overview", args=[username]),
     )

@@ -56,9 +56,11 @@ def _plan(user) -> list[tuple[str, object]]:
 
 
 def user_wipe_preview(*, user) -> dict[str, int]:
-    """Per-table counts a wipe would delete (the confirmation page shows these)."""
+    """Per-table counts a wipe would delete, and its stored files: the same keys user_wipe
+    returns, so the confirmation page and the result message count the same things."""
     counts = {label: qs.count() for label, qs in _plan(user)}
     counts["users"] = 1
+    counts["stored_files"] = len(_stored_files(user))
     return counts
 
 

@@ -7,12 +7,12 @@ from django.contrib import admin, messages
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from labs import services
 from labs.models import Biomarker, LabUpload
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 
 
 class TerraStatusFilter(admin.SimpleListFilter):
@@ -56,7 +56,7 @@ class BiomarkerInline(admin.TabularInline):
 
 
 @admin.register(LabUpload)
-class LabUploadAdmin(admin.ModelAdmin):
+class LabUploadAdmin(ReadOnlyAdmin):
     list_display = (
         "terra_status",
         "created_at",
@@ -70,7 +70,6 @@ class LabUploadAdmin(admin.ModelAdmin):
     list_filter = (TerraStatusFilter, "content_type", "created_at")
     search_fields = ("user__username", "user__email", "terra_upload_id", "original_name", "sha256")
     list_select_related = ("user",)
-    show_full_result_count = False
     actions = ["retry_forwarding"]
     inlines = [BiomarkerInline]
     fields = (
@@ -89,16 +88,9 @@ class LabUploadAdmin(admin.ModelAdmin):
         "updated_at",
         "terra_response_pretty",
     )
+    # Uploads arrive through POST /v1/labs/upload only, and deleting a row would orphan its
+    # stored file (the user wipe removes both): read-only.
     readonly_fields = fields
-
-    def has_add_permission(self, request):
-        return False  # uploads arrive through POST /v1/labs/upload only
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # deleting a row would orphan its stored file: the user wipe removes both
 
     def get_urls(self):
         download = path(
@@ -137,38 +129,39 @@ class LabUploadAdmin(admin.ModelAdmin):
             "<pre>{}</pre>", json.dumps(obj.terra_response, indent=2, sort_keys=True)
         )
 
-    @admin.action(description="Retry forwarding to Terra (failed uploads)")
+    @admin.action(description="Retry forwarding to Terra (failed uploads)…")
     def retry_forwarding(self, request, queryset):
         uploads = list(queryset.select_related("user"))
         eligible = [u for u in uploads if services.is_forward_failed(u)]
-        if request.POST.get("confirm") != "yes":
-            return TemplateResponse(
+        if not is_confirmed(request):
+            return confirmation_page(
                 request,
-                "admin/labs/labupload/retry_forwarding.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "title": "Retry forwarding to Terra",
-                    "opts": self.model._meta,
-                    "eligible": eligible,
-                    "ignored": len(uploads) - len(eligible),
-                    "selected": [u.pk for u in uploads],
-                    "action": "retry_forwarding",
-                    "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-                },
+                model=LabUpload,
+                title="Retry forwarding to Terra",
+                explanation="Uploads that failed to reach Terra will be forwarded again.",
+                columns=("user", "file", "Terra status", "uploaded"),
+                rows=[
+                    (u.user, u.original_name or u.pk, u.terra_status, u.created_at)
+                    for u in eligible
+                ],
+                ignored=len(uploads) - len(eligible),
+                submit="Yes, forward them again",
+                action="retry_forwarding",
+                enabled=bool(eligible),
             )
         counts = services.lab_uploads_retry_forwarding(uploads=uploads, request=request)
-        level = messages.SUCCESS if counts["failed"] == 0 else messages.WARNING
-        self.message_user(
+        self.report(
             request,
             f"Retried {counts['retried']} upload(s): {counts['submitted']} submitted, "
             f"{counts['failed']} failed again; {counts['ignored']} not in a failed state, left alone.",
-            level,
+            objects=eligible,
+            level=messages.SUCCESS if counts["failed"] == 0 else messages.WARNING,
         )
         return None
 
 
 @admin.register(Biomarker)
-class BiomarkerAdmin(admin.ModelAdmin):
+class BiomarkerAdmin(ReadOnlyAdmin):
     list_display = (
         "measured_on",
         "user",
@@ -184,11 +177,4 @@ class BiomarkerAdmin(admin.ModelAdmin):
     search_fields = ("user__username", "code", "raw_code", "name")
     list_select_related = ("user", "lab_upload")
     date_hierarchy = "measured_on"
-    show_full_result_count = False
     readonly_fields = [f.name for f in Biomarker._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

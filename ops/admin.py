@@ -1,7 +1,8 @@
 """Console pages for API keys, user tokens and the audit log."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
+from ops.console import ReadOnlyAdmin, console_report
 from ops.models import ApiKey, AuditLog, UserToken
 from ops.services import actor_for, api_key_revoke
 
@@ -22,7 +23,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         keys = list(queryset.filter(revoked_at__isnull=True))
         for key in keys:
             api_key_revoke(key=key, actor=actor_for(request))
-        self.message_user(request, f"Revoked {len(keys)} key(s).", messages.SUCCESS)
+        console_report(request, f"Revoked {len(keys)} key(s).", objects=keys)
 
 
 @admin.register(UserToken)
@@ -33,7 +34,7 @@ class UserTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditLog)
-class AuditLogAdmin(admin.ModelAdmin):
+class AuditLogAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at",
         "actor",
@@ -45,13 +46,3 @@ class AuditLogAdmin(admin.ModelAdmin):
     )
     list_filter = ("action", "result", "deduplicated", "created_at")
     search_fields = ("actor", "resource", "request_id", "idempotency_key")
-    show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

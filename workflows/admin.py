@@ -9,7 +9,7 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -17,13 +17,19 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from ops import strict_json
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
 from workflows import runtime
 from workflows.authoring import registry
 from workflows.http import operations
 from workflows.http.permissions import policy_check
-from workflows.http.timeline import timeline
-from workflows.models import TERMINAL_STATUSES, WorkflowDeployment, WorkflowInstance
+from workflows.http.timeline import duration_text, timeline
+from workflows.models import (
+    TERMINAL_STATUSES,
+    WorkflowDeployment,
+    WorkflowInstance,
+    WorkflowStep,
+)
 
 # Which statuses each action may touch; others are skipped and counted, never sent.
 ELIGIBLE = {
@@ -55,6 +61,17 @@ def _policy(request, operation: str, instance) -> None:
 
 def pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def _latest_step(field: str):
+    """The newest step of the instance's current run (one indexed lookup per listed row)."""
+    steps = WorkflowStep.objects.filter(
+        instance=OuterRef("pk"), run_number=OuterRef("run_number")
+    ).order_by("-started_at", "-id")
+    return Subquery(steps.values(field)[:1])
+
+
+INSTANCE_COLUMNS = ("workflow", "instance", "status now", "run")
 
 
 class AgeFilter(admin.SimpleListFilter):
@@ -114,33 +131,65 @@ class VersionFilter(admin.SimpleListFilter):
 
 
 @admin.register(WorkflowInstance)
-class WorkflowInstanceAdmin(admin.ModelAdmin):
+class WorkflowInstanceAdmin(ReadOnlyAdmin):
     list_display = (
         "status_badge",
         "workflow_name",
         "instance_id",
         "version_label",
         "run_number",
-        "created_at",
-        "updated_at",
+        "current_step",
+        "last_error",
+        "started_at",
+        "duration",
     )
     list_display_links = ("instance_id",)
     list_filter = ("status", WorkflowFilter, VersionFilter, AgeFilter)
     search_fields = ("=instance_id", "instance_id__startswith")
     ordering = ("-id",)
-    show_full_result_count = False  # no COUNT(*) over a big table on every page
     list_per_page = 50
     actions = ["pause_selected", "resume_selected", "terminate_selected", "restart_selected"]
     change_form_template = "admin/workflows/instance_detail.html"
 
-    def has_add_permission(self, request):
-        return False
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                latest_step_name=_latest_step("name"),
+                latest_step_status=_latest_step("status"),
+                latest_step_error=_latest_step("error"),
+            )
+        )
 
-    def has_change_permission(self, request, obj=None):
-        return False
+    @admin.display(description="current step")
+    def current_step(self, obj):
+        if not obj.latest_step_name:
+            return "-"
+        return f"{obj.latest_step_name} ({obj.latest_step_status})"
 
-    def has_delete_permission(self, request, obj=None):
-        return False
+    @admin.display(description="last error")
+    def last_error(self, obj):
+        # The instance's own error once it failed, else the newest step's (a retry pending).
+        error = obj.error or obj.latest_step_error
+        if not error:
+            return ""
+        if isinstance(error, str):  # JSON from a subquery may arrive as text (SQLite)
+            try:
+                error = json.loads(error)
+            except ValueError:
+                return error[:80]
+        text = (
+            f"{error.get('name', '')}: {error.get('message', '')}"
+            if isinstance(error, dict)
+            else str(error)
+        )
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="duration")
+    def duration(self, obj):
+        end = obj.completed_at or (None if obj.status in TERMINAL_STATUSES else runtime.now())
+        return duration_text(obj.started_at, end or obj.updated_at)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
@@ -159,33 +208,29 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
     def _bulk(self, request, queryset, action: str):
         eligible = list(queryset.filter(status__in=ELIGIBLE[action]))
         skipped = queryset.count() - len(eligible)
-        if action in CONFIRM and request.POST.get("confirmed") != "yes":
-            return TemplateResponse(
-                request,
-                "admin/workflows/confirm_action.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "opts": self.model._meta,
-                    "title": f"{action.capitalize()} {len(eligible)} instance(s)?",
-                    "action": action,
-                    "bulk_action": f"{action}_selected",
-                    "instances": eligible,
-                    "skipped": skipped,
-                    "ids": [obj.pk for obj in queryset],
-                },
+        if action in CONFIRM and not is_confirmed(request):
+            return _confirm_instances(
+                request, action, eligible, skipped=skipped, bulk_action=f"{action}_selected"
             )
-        done, failed = 0, []
+        done, failed = [], []
         for instance in eligible:
             try:
                 _policy(request, "manage", instance)
                 operations.instance_action(instance=instance, action=action, request=request)
-                done += 1
+                done.append(instance)
             except ApiError as exc:
                 failed.append(f"{instance.instance_id}: {exc.code}")
-        text = f"{action.capitalize()}: {done} instance(s) done, {skipped} not eligible skipped"
+        text = (
+            f"{action.capitalize()}: {len(done)} instance(s) done, {skipped} not eligible skipped"
+        )
         if failed:
             text += f", {len(failed)} refused ({'; '.join(failed[:5])})"
-        self.message_user(request, text + ".", messages.WARNING if failed else messages.SUCCESS)
+        self.report(
+            request,
+            text + ".",
+            objects=done,
+            level=messages.WARNING if failed else messages.SUCCESS,
+        )
         return None
 
     @admin.action(description="Pause selected (active/waiting)")
@@ -251,29 +296,22 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
         if action not in ELIGIBLE:
             self.message_user(request, f"Unknown action {action!r}.", messages.ERROR)
             return self._back(instance)
-        if request.method != "POST" or (
-            action in CONFIRM and request.POST.get("confirmed") != "yes"
-        ):
-            return TemplateResponse(
+        if request.method != "POST" or (action in CONFIRM and not is_confirmed(request)):
+            return _confirm_instances(
                 request,
-                "admin/workflows/confirm_action.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "opts": self.model._meta,
-                    "title": f"{action.capitalize()} {instance.instance_id}?",
-                    "action": action,
-                    "instances": [instance],
-                    "skipped": 0,
-                },
+                action,
+                [instance],
+                skipped=0,
+                title=f"{action.capitalize()} {instance.instance_id}?",
             )
         try:
             _policy(request, "manage", instance)
             operations.instance_action(instance=instance, action=action, request=request)
             instance.refresh_from_db()
-            self.message_user(
+            self.report(
                 request,
                 f"{action.capitalize()}: 1 instance, now {instance.status}.",
-                messages.SUCCESS,
+                objects=[instance],
             )
         except ApiError as exc:
             self.message_user(
@@ -298,10 +336,10 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
             except ApiError as exc:
                 error = f"{exc.code}: {exc.message}"
             else:
-                self.message_user(
+                self.report(
                     request,
                     f"Sent 1 event {event_type!r} to {instance.instance_id}.",
-                    messages.SUCCESS,
+                    objects=[instance],
                 )
                 return self._back(instance)
         return TemplateResponse(
@@ -320,20 +358,11 @@ class WorkflowInstanceAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkflowDeployment)
-class WorkflowOverviewAdmin(admin.ModelAdmin):
+class WorkflowOverviewAdmin(ReadOnlyAdmin):
     """The "workflows" page: per workflow and version, instance counts by status and the
     active pointer, with activate (or roll back) buttons."""
 
     change_list_template = "admin/workflows/overview.html"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         return [
@@ -387,29 +416,55 @@ class WorkflowOverviewAdmin(admin.ModelAdmin):
 
     def activate_view(self, request, name: str, version: int):
         back = HttpResponseRedirect(reverse("admin:workflows_workflowdeployment_changelist"))
-        if request.method != "POST" or request.POST.get("confirmed") != "yes":
-            return TemplateResponse(
+        if not is_confirmed(request):
+            return confirmation_page(
                 request,
-                "admin/workflows/confirm_action.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "opts": self.model._meta,
-                    "title": f"Activate {name} v{version}?",
-                    "action": "activate",
-                    "workflow_name": name,
-                    "version": version,
-                    "instances": [],
-                    "skipped": 0,
-                },
+                model=WorkflowDeployment,
+                title=f"Activate {name} v{version}?",
+                explanation=(
+                    f"New instances of {name} will run version {version}. Instances already "
+                    "started keep the version they started on."
+                ),
+                submit=f"Yes, activate v{version}",
             )
         try:
             policy_check(request, operation="manage", workflow_name=name)
             operations.version_activate(workflow_name=name, version=version, request=request)
-            self.message_user(
-                request, f"Activated {name} v{version}: new instances run it.", messages.SUCCESS
+            self.report(
+                request,
+                f"Activated {name} v{version}: new instances run it.",
+                objects=WorkflowDeployment.objects.filter(workflow_name=name),
             )
         except ApiError as exc:
             self.message_user(
                 request, f"Activate refused: {exc.code}: {exc.message}", messages.ERROR
             )
         return back
+
+
+CONFIRM_TEXT = {
+    "pause": "Paused instances keep their state and run again when resumed.",
+    "resume": "Resumed instances continue where they stopped.",
+    "terminate": "Terminated instances never run again (restart starts a new run).",
+    "restart": (
+        "Restart starts a new run from the first step; earlier runs stay in the history. "
+        "Steps run again, so they must be idempotent."
+    ),
+}
+
+
+def _confirm_instances(
+    request, action: str, instances, *, skipped: int, bulk_action=None, title=None
+):
+    return confirmation_page(
+        request,
+        model=WorkflowInstance,
+        title=title or f"{action.capitalize()} {len(instances)} instance(s)?",
+        explanation=CONFIRM_TEXT[action],
+        columns=INSTANCE_COLUMNS,
+        rows=[(i.workflow_name, i.instance_id, i.status, i.run_number) for i in instances],
+        ignored=skipped,
+        submit=f"Yes, {action}",
+        action=bulk_action,
+        enabled=bool(instances),
+    )

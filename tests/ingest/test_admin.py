@@ -2,6 +2,7 @@
 actions with confirmation pages (replay, mark skipped), drain, backfill, user overview and wipe,
 and the dashboard at the admin index."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -102,7 +103,7 @@ def test_mark_skipped_needs_a_reason_and_leaves_finished_rows(console):
     done = RawEventFactory(state="processed")
     data = {"action": "mark_skipped", ACTION_CHECKBOX_NAME: [dead.pk, done.pk]}
     page = console.post(CHANGELIST, data).content.decode()
-    assert "Reason (required)" in page and "1 selected row(s) are not eligible" in page
+    assert 'name="reason"' in page and "1 selected are not eligible" in page
     console.post(CHANGELIST, {**data, "confirm": "yes", "reason": ""})
     dead.refresh_from_db()
     assert dead.state == "dead"
@@ -123,9 +124,11 @@ def test_drain_page_confirms_then_drains(console):
     RawEventFactory(state="pending")
     RawEventFactory(state="parked", process_error="no_connection_for_terra_user")
     page = console.get("/admin/ingest/rawevent/drain/").content.decode()
-    assert "<strong>1</strong> row(s) match" in page
+    assert "1 row(s) match" in page
     result = console.post(
-        "/admin/ingest/rawevent/drain/", {"limit": 100, "include_no_connection": "on"}, follow=True
+        "/admin/ingest/rawevent/drain/",
+        {"limit": 100, "include_no_connection": "on", "confirm": "yes"},
+        follow=True,
     )
     assert "Drain picked 2 raw event(s)" in result.content.decode()
     assert AuditLog.objects.get(action="raw_events.drain").actor == "user:charlie"
@@ -138,12 +141,16 @@ def test_connection_backfill_n_days(console, alice, terra):
     form = console.get(f"/admin/ingest/terraconnection/{conn.pk}/backfill/")
     assert "Request backfill" in form.content.decode()
     assert (
-        console.post(f"/admin/ingest/terraconnection/{conn.pk}/backfill/", {"days": 0}).status_code
+        console.post(
+            f"/admin/ingest/terraconnection/{conn.pk}/backfill/", {"days": 0, "confirm": "yes"}
+        ).status_code
         == 200
     )
     assert not terra.requests
     result = console.post(
-        f"/admin/ingest/terraconnection/{conn.pk}/backfill/", {"days": 14}, follow=True
+        f"/admin/ingest/terraconnection/{conn.pk}/backfill/",
+        {"days": 14, "confirm": "yes"},
+        follow=True,
     )
     assert "Requested 4 of 4 backfill(s) of 14 day(s) for t-a." in result.content.decode()
     assert len(terra.requests) == 4
@@ -160,12 +167,13 @@ def test_user_overview_and_wipe_with_confirmation(console, alice):
     assert "<td>terra_connections</td><td>1</td>" in confirm
     assert "<td>raw_events</td><td>1</td>" in confirm
     wrong = console.post(
-        "/admin/ingest/terraconnection/users/alice/wipe/", {"confirm_username": "bob"}
+        "/admin/ingest/terraconnection/users/alice/wipe/",
+        {"confirm_username": "bob", "confirm": "yes"},
     )
     assert wrong.status_code == 200 and type(alice).objects.filter(username="alice").exists()
     done = console.post(
         "/admin/ingest/terraconnection/users/alice/wipe/",
-        {"confirm_username": "alice"},
+        {"confirm_username": "alice", "confirm": "yes"},
         follow=True,
     )
     assert "Wiped alice" in done.content.decode()
@@ -174,10 +182,32 @@ def test_user_overview_and_wipe_with_confirmation(console, alice):
     assert AuditLog.objects.get(action="user.wipe").actor == "user:charlie"
 
 
-def test_unknown_user_page_is_404(console):
-    assert console.get("/admin/ingest/terraconnection/users/nobody/").status_code == 404
+def test_front_page_lookup_of_an_unknown_name_answers_with_an_admin_message(console, alice):
+    # Seen: the front page's "User overview" box with a typo landed on a JSON 404 page.
+    page = console.get("/admin/ingest/terraconnection/users/?username=nobody", follow=True)
+    assert page.status_code == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert "No user named &#x27;nobody&#x27;." in page.content.decode()
+    assert page.redirect_chain[-1][0] == "/admin/"
+    overview = console.get("/admin/ingest/terraconnection/users/nobody/", follow=True)
+    assert "No user named" in overview.content.decode()
     lookup = console.get("/admin/ingest/terraconnection/users/?username=alice")
     assert lookup.status_code == 302 and lookup["Location"].endswith("/users/alice/")
+
+
+def test_wipe_message_counts_the_rows_the_confirmation_lists(console, alice):
+    # Seen: the confirmation listed users 1 among the tables but the message's total left it
+    # out, so the two numbers never matched.
+    TerraConnectionFactory(user=alice, terra_user_id="t-a")
+    RawEventFactory(terra_user_id="t-a", state="parked", process_error="x")
+    RawEventFactory(terra_user_id="t-a", state="processed")
+    url = "/admin/ingest/terraconnection/users/alice/wipe/"
+    confirm = console.get(url).content.decode()
+    listed = [int(n) for n in re.findall(r"<tr><td>\w+</td><td>(\d+)</td></tr>", confirm)]
+    done = console.post(url, {"confirm_username": "alice", "confirm": "yes"}, follow=True)
+    message = str(list(done.context["messages"])[0])
+    assert re.search(r"Wiped alice: (\d+) row\(s\)", message).group(1) == str(sum(listed))
+    assert f"<strong>{sum(listed)}</strong> row(s) will be touched" in confirm
 
 
 def test_wipe_needs_delete_user_permission(client, alice):

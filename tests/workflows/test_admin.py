@@ -93,9 +93,9 @@ def test_bulk_resume(console, three):
 def test_bulk_terminate_asks_for_confirmation_first(console, three):
     page = bulk(console, "terminate_selected", three.values()).content.decode()
     assert "Terminate 2 instance(s)?" in page
-    assert "1 selected instance(s) are not eligible" in page
+    assert "1 selected are not eligible" in page
     assert status_of("w1") == "waiting"
-    response = bulk(console, "terminate_selected", three.values(), confirmed="yes")
+    response = bulk(console, "terminate_selected", three.values(), confirm="yes")
     assert "Terminate: 2 instance(s) done, 1 not eligible skipped." in response.content.decode()
     assert (status_of("w1"), status_of("p1")) == ("terminated", "terminated")
     assert AuditLog.objects.filter(action="workflow_instance.terminate").count() == 2
@@ -106,7 +106,7 @@ def test_bulk_restart_needs_confirmation_and_starts_new_runs(console, three):
         "Restart 3 instance(s)?"
         in bulk(console, "restart_selected", three.values()).content.decode()
     )
-    bulk(console, "restart_selected", three.values(), confirmed="yes")
+    bulk(console, "restart_selected", three.values(), confirm="yes")
     assert set(WorkflowInstance.objects.values_list("run_number", flat=True)) == {2}
 
 
@@ -117,7 +117,7 @@ def test_single_actions_from_the_instance_page(console, three):
     terminate = reverse("admin:workflows_instance_action", args=[three["w1"].pk, "terminate"])
     assert "Terminate w1?" in console.post(terminate).content.decode()
     assert status_of("w1") == "paused"
-    console.post(terminate, {"confirmed": "yes"})
+    console.post(terminate, {"confirm": "yes"})
     assert status_of("w1") == "terminated"
 
 
@@ -163,7 +163,7 @@ def test_activate_version_asks_then_switches_and_audits(console):
     url = reverse("admin:workflows_activate_version", args=["h5-ver", 2])
     assert "Activate h5-ver v2?" in console.post(url).content.decode()
     assert not WorkflowDeployment.objects.filter(workflow_name="h5-ver", active_version=2).exists()
-    response = console.post(url, {"confirmed": "yes"}, follow=True)
+    response = console.post(url, {"confirm": "yes"}, follow=True)
     assert "Activated h5-ver v2" in response.content.decode()
     assert WorkflowDeployment.objects.get(workflow_name="h5-ver").active_version == 2
     row = AuditLog.objects.get(action="workflow.version_activate")
@@ -172,7 +172,7 @@ def test_activate_version_asks_then_switches_and_audits(console):
 
 def test_activating_an_unknown_version_is_refused_with_a_message(console):
     url = reverse("admin:workflows_activate_version", args=["h5-ver", 9])
-    page = console.post(url, {"confirmed": "yes"}, follow=True).content.decode()
+    page = console.post(url, {"confirm": "yes"}, follow=True).content.decode()
     assert "Activate refused: version_not_found" in page
 
 
@@ -205,3 +205,27 @@ def test_errored_and_version_missing_instances_say_so(console, harness):
     assert "version_missing" in console.get(CHANGELIST).content.decode()
     overview = console.get(OVERVIEW).content.decode()
     assert "v9" in overview and "version_missing" in overview
+
+
+def test_the_list_shows_current_step_last_error_started_and_duration(console, harness):
+    # Seen: the list had status, ids and timestamps only; "where is it and what went wrong"
+    # needed a click per row.
+    harness.create("h5-approval", id="o2", params={"order": 2})
+    harness.create("h5-fail", id="f1")
+    harness.runtime.advance(timedelta(minutes=3, seconds=5))
+    page = console.get(CHANGELIST).content.decode()
+    for column in ("current_step", "last_error", "started_at", "duration"):
+        assert f"column-{column}" in page
+    assert "approval (waiting)" in page  # the waiting instance's newest step
+    assert "NonRetryableError: no way" in page
+    assert "3 min 05 s" in page  # still waiting: measured up to the engine's now
+
+
+def test_the_timeline_shows_each_steps_duration(console, harness):
+    harness.create("h5-approval", id="o3", params={"order": 3})
+    harness.runtime.advance(timedelta(seconds=42))
+    harness.send_event("h5-approval", "o3", "approve", {"by": "ann"})
+    pk = WorkflowInstance.objects.get(instance_id="o3").pk
+    page = console.get(f"{CHANGELIST}{pk}/change/").content.decode()
+    assert "<th>duration</th>" in page
+    assert "42.0 s" in page  # the wait for the approval event

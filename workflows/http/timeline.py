@@ -20,6 +20,7 @@ def timeline(*, instance: WorkflowInstance, run_number: int) -> list[dict]:
                 "kind": f"step ({step.type})",
                 "title": step.name,
                 "status": f"{step.status}, attempts {step.attempts}",
+                "duration": duration_text(step.started_at, step.completed_at),
                 "detail": _pretty(detail),
             }
         )
@@ -47,6 +48,24 @@ def timeline(*, instance: WorkflowInstance, run_number: int) -> list[dict]:
             }
         )
     return sorted(entries, key=lambda e: e["at"])
+
+
+def duration_text(start, end) -> str:
+    """ "1 h 02 min", "3 min 05 s", "4.2 s", "120 ms": short, for list columns and timelines."""
+    if start is None or end is None:
+        return "-"
+    seconds = max((end - start).total_seconds(), 0.0)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes:02d} min"
+    return f"{hours // 24} d {hours % 24} h"
 
 
 def _pretty(value) -> str:
