@@ -15,6 +15,7 @@ from django.utils.safestring import mark_safe
 
 from graphs import drawing, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
+from ops.console import ReadOnlyAdmin
 from ops.errors import ApiError
 from ops.services import audit_log_write
 
@@ -23,19 +24,8 @@ def pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(GraphDefinition)
-class GraphDefinitionAdmin(ReadOnly):
+class GraphDefinitionAdmin(ReadOnlyAdmin):
     list_display = ("name", "version", "status", "published_at", "short_checksum", "created_at")
     list_filter = ("status", "name")
     search_fields = ("=name",)
@@ -104,7 +94,7 @@ class GraphDefinitionAdmin(ReadOnly):
 
 
 @admin.register(GraphBinding)
-class GraphBindingAdmin(ReadOnly):
+class GraphBindingAdmin(ReadOnlyAdmin):
     list_display = ("name", "definition_name", "pin", "updated_at")
     search_fields = ("=name", "=definition_name")
     ordering = ("name",)
@@ -143,7 +133,7 @@ def token_tree(run: GraphRun) -> list[dict]:
 
 
 @admin.register(GraphRun)
-class GraphRunAdmin(ReadOnly):
+class GraphRunAdmin(ReadOnlyAdmin):
     list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
     list_filter = ("binding_name", "instance__status")
     search_fields = ("=run_id",)

@@ -10,7 +10,7 @@ from django.utils.html import escape
 
 from graphs import spec
 
-NODE_W, NODE_H, COL_GAP, ROW_GAP, PAD = 150, 46, 90, 34, 20
+NODE_W, NODE_H, COL_GAP, ROW_GAP, PAD = 160, 46, 140, 34, 24
 KIND_COLORS = {
     "python": "#dbeafe",
     "http": "#fde68a",
@@ -73,8 +73,9 @@ def svg(document: dict) -> str:
         row = rows.get(col, 0)
         rows[col] = row + 1
         pos[ref] = (PAD + col * (NODE_W + COL_GAP), PAD + row * (NODE_H + ROW_GAP))
-    width = PAD * 2 + (max(layers.values()) + 1) * (NODE_W + COL_GAP)
-    height = PAD * 2 + max(rows.values()) * (NODE_H + ROW_GAP)
+    columns, most_rows = max(layers.values()) + 1, max(rows.values())
+    width = PAD * 2 + columns * NODE_W + (columns - 1) * COL_GAP
+    height = PAD * 2 + most_rows * NODE_H + (most_rows - 1) * ROW_GAP + 20  # self-loop arcs
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
@@ -109,11 +110,15 @@ def svg(document: dict) -> str:
         out.append(
             f"<g><title>{escape(ref)}: {escape(node.kind)}</title>"
             f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" stroke="{border}" stroke-width="{2 if ref == graph.initial_node else 1}"/>'
-            f'<text x="{x + NODE_W / 2}" y="{y + 19}" text-anchor="middle" font-weight="bold">{escape(ref[:22])}</text>'
-            f'<text x="{x + NODE_W / 2}" y="{y + 35}" text-anchor="middle" fill="#374151">{escape(_kind_label(node)[:26])}</text></g>'
+            f'<text x="{x + NODE_W / 2}" y="{y + 19}" text-anchor="middle" font-weight="bold">{escape(_cut(ref, 22))}</text>'
+            f'<text x="{x + NODE_W / 2}" y="{y + 35}" text-anchor="middle" fill="#374151">{escape(_cut(_kind_label(node), 25))}</text></g>'
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind_label(node: spec.Node) -> str:

@@ -8,6 +8,7 @@ node, and cycles (a transition that closes one needs loop_config.max_iterations)
 """
 
 import re
+import string
 from dataclasses import dataclass, field
 
 from jsonschema import SchemaError
@@ -266,6 +267,8 @@ def _node(raw, known_workflows) -> Node:
     for target, source in output_mapping.items():
         _pointer(target, ref=ref, field="output_mapping", writable=True)
         _pointer(source, ref=ref, field="output_mapping")
+    if kind == "http":
+        _url_placeholders(action["url"], input_mapping, ref)
     retries = raw.get("retries")
     if retries is not None:
         _retries(retries, ref)
@@ -273,6 +276,21 @@ def _node(raw, known_workflows) -> Node:
     if raw.get("timeout") is not None:
         timeout_ms = _duration(raw["timeout"], ref=ref, field="timeout")
     return Node(ref, kind, action, dict(input_mapping), dict(output_mapping), retries, timeout_ms)
+
+
+def _url_placeholders(url: str, input_mapping: dict, ref: str) -> None:
+    """Every `{name}` of an http URL template must be a plain key of the node's input_mapping."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(url) if f is not None]
+    except ValueError as exc:
+        _fail(f"node {ref!r}: bad url template: {exc}", ref=ref, field="action.url")
+    for name in fields:
+        if not name.isidentifier() or name not in input_mapping:
+            _fail(
+                f"node {ref!r}: url placeholder {{{name}}} must be a key of input_mapping",
+                ref=ref,
+                field="action.url",
+            )
 
 
 def _retries(raw, ref: str) -> None:

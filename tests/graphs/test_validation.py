@@ -138,3 +138,13 @@ def test_bad_merge_strategy():
 
 def test_duplicate_node_refs():
     assert refused(doc([node("a"), node("a")], [])).extra["ref"] == "a"
+
+
+def test_url_placeholders_must_come_from_the_input_mapping():
+    url = {"url": "https://hooks.test/m/{code}"}
+    assert refused(doc([node("a", "http", action=url)], [])).extra["field"] == "action.url"
+    assert (
+        refused(doc([node("a", "http", action={"url": "https://h.test/{x.y}"})], [])).extra["ref"]
+        == "a"
+    )
+    parse(doc([node("a", "http", action=url, input_mapping={"code": "/input/code"})], []))
