@@ -21,7 +21,7 @@ from ingest.admin_filters import (
 )
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
-from ingest.services import raw_events_replay
+from ingest.replay import raw_events_replay
 from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
 from ops.console import ReadOnlyAdmin, is_confirmed
 
@@ -69,6 +69,11 @@ class RawEventAdmin(ReadOnlyAdmin):
         "attempts",
     )
     list_display_links = ("id",)
+
+    def get_queryset(self, request):
+        # The change list shows 50 rows: never load their bodies (up to 50 MB each).
+        return super().get_queryset(request).defer("body")
+
     list_filter = (TriageFilter, "state", ReceivedFilter, EventTypeFilter, ProviderFilter)
     search_fields = ("=terra_user_id", "=reference_id", "=request_id")
     search_help_text = "exact Terra user id, reference id, request id or raw event id"
@@ -183,7 +188,11 @@ class RawEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="payload")
     def pretty_payload(self, obj):
-        text = json.dumps(obj.payload, indent=2, sort_keys=True, ensure_ascii=False)
+        payload = obj.payload
+        if payload is None:  # not a JSON object: show the bytes as text, as received
+            text = bytes(obj.body).decode("utf-8", errors="replace")
+        else:
+            text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
         return format_html(
             '<pre style="max-height:40em;overflow:auto;white-space:pre-wrap">{}</pre>', text
         )

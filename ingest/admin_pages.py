@@ -11,10 +11,11 @@ from django.urls import reverse
 from django.utils.timesince import timesince
 
 from ingest.connections import connection_backfill_request
+from ingest.drain import DRAIN_MAX_LIMIT, drain_candidates
 from ingest.imports import import_job_refresh, import_job_summary
 from ingest.models import RawEvent, TerraConnection
+from ingest.replay import raw_events_replay
 from ingest.selectors import user_overview
-from ingest.services import DRAIN_MAX_LIMIT, drain_candidates, raw_events_replay
 from ingest.triage import raw_events_drain_request
 from ingest.wipe import user_wipe, user_wipe_preview
 from ops.console import PREVIEW_ROWS, confirmation_page, console_report, is_confirmed

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ingest.models import TerraConnection
-from ingest.services import raw_events_requeue_for_terra_user
+from ingest.replay import raw_events_requeue_for_terra_user
 from ingest.terra_client import BACKFILL_TYPES, TerraError, TerraNetworkError, get_terra_client
 from ingest.traces import trace_write
 from ops.services import audit_log_write

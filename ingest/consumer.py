@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
+from ingest.payload import Unparseable, payload_parse
 from ingest.registry import Normalizer, NormalizeResult, normalizer_for
 from ingest.traces import trace_columns, trace_row, traces_insert
 from ingest.users import users_prefetched
@@ -104,6 +105,21 @@ def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
     with transaction.atomic():
         rows = _claimed(sql, params)
     return rows, lease_until
+
+
+def _unparseable(raw_event: RawEvent) -> NormalizeResult:
+    try:
+        payload_parse(raw_event.body)
+    except Unparseable as exc:
+        return NormalizeResult(ok=True, skipped=f"unparseable:{exc.reason}")
+    return NormalizeResult(ok=False, error="unparseable_body_parsed_on_retry")
+
+
+def _normalizer_for_row(row: RawEvent) -> Normalizer:
+    # A replayed delivery whose body is not a JSON object ends skipped again, with its reason.
+    if row.payload is None:
+        return _unparseable
+    return _normalizer(row.event_type)
 
 
 def _normalizer(event_type: str) -> Normalizer:
@@ -221,7 +237,7 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     try:
         try:
             with transaction.atomic():
-                result = _normalizer(row.event_type)(row)
+                result = _normalizer_for_row(row)(row)
                 fields = _outcome_fields(result, now)
                 traces = _outcome_traces(
                     row,

@@ -1,8 +1,9 @@
 """What a verified delivery is about (type, Terra user, reference, provider), read from the raw body
 with a lean JSON parse so a 50 MB delivery never becomes 50 MB worth of Python dicts."""
 
-import json
 from dataclasses import dataclass
+
+from ingest.payload import NOT_AN_OBJECT, Unparseable, json_loads
 
 # Only objects that carry one of these keys are kept as dicts while parsing; every other object
 # (heart-rate samples, data items…) collapses to one shared marker. The decoder still checks the
@@ -30,10 +31,6 @@ def _keep_or_collapse(pairs: list[tuple[str, object]]):
     return _COLLAPSED
 
 
-class NotAnObject(ValueError):
-    """The body is valid JSON but not an object, or not JSON at all."""
-
-
 @dataclass(frozen=True)
 class Envelope:
     event_type: str
@@ -47,15 +44,13 @@ def _text(value) -> str:
 
 
 def envelope_read(body: bytes | bytearray) -> Envelope:
-    """Parse `body` (already signature-checked) and name the event. Raises NotAnObject."""
-    try:
-        doc = json.loads(body, object_pairs_hook=_keep_or_collapse)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise NotAnObject(str(exc)) from None
+    """Parse `body` (already signature-checked) and name the event. Raises Unparseable (with the
+    reason) when the body is not a JSON object, under ingest.payload's rules."""
+    doc = json_loads(body, object_pairs_hook=_keep_or_collapse)
     if isinstance(doc, _Collapsed):
         return Envelope("unknown", "", "", "")
     if not isinstance(doc, dict):
-        raise NotAnObject(f"expected a JSON object, got {type(doc).__name__}")
+        raise Unparseable(NOT_AN_OBJECT, type(doc).__name__)
     return envelope_from_dict(doc)
 
 

@@ -12,12 +12,11 @@ from datetime import timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from ingest.api.errors import IngestErrorCode
 from ingest.connections import connection_backfill, connections_reconcile
+from ingest.errors import InvalidDays, NoActiveConnection, TerraUnavailable
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection
 from ingest.registry import user_tables
 from ingest.terra_client import BACKFILL_TYPES
-from ops.errors import ApiError
 
 MIN_DAYS, MAX_DAYS, DEFAULT_DAYS = 1, 1460, 365
 
@@ -27,11 +26,7 @@ def parse_days(raw) -> int:
         return DEFAULT_DAYS
     # bool is an int in Python; "days": true is not a number of days.
     if isinstance(raw, bool) or not isinstance(raw, int) or not MIN_DAYS <= raw <= MAX_DAYS:
-        raise ApiError(
-            400,
-            IngestErrorCode.INVALID_DAYS,
-            f"days must be an integer from {MIN_DAYS} to {MAX_DAYS}.",
-        )
+        raise InvalidDays(f"days must be an integer from {MIN_DAYS} to {MAX_DAYS}.")
     return raw
 
 
@@ -43,18 +38,12 @@ def import_start(*, user, days: int) -> ImportJob:
         TerraConnection.objects.filter(user=user, deactivated_at__isnull=True).order_by("id")
     )
     if not connections:
-        raise ApiError(
-            409,
-            IngestErrorCode.NO_ACTIVE_CONNECTION,
-            "Connect a wearable first (POST /v1/connect).",
-        )
+        raise NoActiveConnection("Connect a wearable first (POST /v1/connect).")
     requested = []
     for connection in connections:
         requested += connection_backfill(connection=connection, days=days, types=BACKFILL_TYPES)
     if all(r["status"] != "requested" for r in requested):
-        raise ApiError(
-            502,
-            IngestErrorCode.TERRA_UNAVAILABLE,
+        raise TerraUnavailable(
             "Terra refused or did not answer every backfill request; nothing was started.",
             requested=requested,
         )

@@ -1,10 +1,14 @@
 """Ingest tables: raw webhook deliveries, Terra connections, the typed tables they normalize into,
 trace rows that follow one delivery end to end, and backfill imports."""
 
+import json
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from ingest.payload import Unparseable, payload_parse
 
 
 class RawEventState(models.TextChoices):
@@ -29,7 +33,9 @@ class RawEvent(models.Model):
     terra_user_id = models.CharField(max_length=64, blank=True, default="")
     reference_id = models.CharField(max_length=255, blank=True, default="")
     provider = models.CharField(max_length=64, blank=True, default="")
-    payload = models.JSONField()
+    # The delivery's exact bytes: sha256(body) == dedup_key, so a row can be checked against what
+    # Terra signed, and a body that is not JSON is kept too (skipped:unparseable:<reason>).
+    body = models.BinaryField()
     signature_verified = models.BooleanField(default=False)
     dedup_key = models.CharField(max_length=64, help_text="sha256 hex of the raw body")
     request_id = models.CharField(max_length=128, blank=True, default="")
@@ -81,6 +87,24 @@ class RawEvent(models.Model):
         return (
             f"#{self.pk} {self.event_type} {self.terra_user_id or self.reference_id} [{self.state}]"
         )
+
+    @property
+    def payload(self) -> dict | None:
+        """The JSON object parsed from `body` (once per body), or None when it is unparseable."""
+        body = self.body
+        cached = self.__dict__.get("_payload_cache")
+        if cached is None or cached[0] is not body:
+            try:
+                parsed = payload_parse(body)
+            except Unparseable:
+                parsed = None
+            cached = self.__dict__["_payload_cache"] = (body, parsed)
+        return cached[1]
+
+    @payload.setter
+    def payload(self, value) -> None:
+        """Tests, fixtures and the simulator build rows from a dict: store its compact JSON."""
+        self.body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class TerraConnection(models.Model):

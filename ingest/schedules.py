@@ -16,7 +16,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from ingest.connections import RECONCILE_DAYS, connections_backfill_recent
-from ingest.services import raw_events_drain
+from ingest.drain import raw_events_drain
 from ingest.traces import trace_write, traces_delete_expired
 from ops.models import IdempotencyKey
 

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Max, Q, QuerySet
 from django.utils import timezone
 
-from ingest.api.errors import IngestErrorCode
+from ingest.errors import InvalidFilter, RawEventNotFound, UserNotFound
 from ingest.models import (
     ImportJob,
     RawEvent,
@@ -19,7 +19,6 @@ from ingest.models import (
 )
 from ingest.registry import user_tables
 from ops.durations import parse_timedelta
-from ops.errors import ApiError
 
 DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
 NO_CONNECTION_ERROR = "no_connection_for_terra_user"
@@ -43,7 +42,7 @@ class AgeFilter(django_filters.CharFilter):
         try:
             cutoff = timezone.now() - parse_age(value)
         except ValueError as exc:
-            raise ApiError(400, IngestErrorCode.INVALID_FILTER, str(exc)) from None
+            raise InvalidFilter(str(exc)) from None
         lookup = "lte" if self.older else "gte"
         return qs.filter(**{f"{self.field_name}__{lookup}": cutoff})
 
@@ -56,7 +55,7 @@ class IdListFilter(django_filters.CharFilter):
             return qs
         parts = [p.strip() for p in str(value).split(",") if p.strip()]
         if not all(p.isascii() and p.isdigit() for p in parts):
-            raise ApiError(400, IngestErrorCode.INVALID_FILTER, "ids must be integers.")
+            raise InvalidFilter("ids must be integers.")
         return qs.filter(pk__in=[int(p) for p in parts])
 
 
@@ -93,9 +92,7 @@ class TraceFilter(django_filters.FilterSet):
 def _filtered(filterset_class, data, queryset) -> QuerySet:
     filterset = filterset_class(data=data or {}, queryset=queryset)
     if not filterset.is_valid():
-        raise ApiError(
-            400,
-            IngestErrorCode.INVALID_FILTER,
+        raise InvalidFilter(
             "The filters are not valid.",
             errors=filterset.errors,
         )
@@ -103,9 +100,9 @@ def _filtered(filterset_class, data, queryset) -> QuerySet:
 
 
 def raw_events(*, filters: dict | None = None) -> QuerySet[RawEvent]:
-    return _filtered(RawEventFilter, filters, RawEvent.objects.select_related("user")).order_by(
-        "-received_at", "-id"
-    )
+    # Lists never need the bodies (up to 50 MB each); a detail view loads its one body.
+    rows = RawEvent.objects.select_related("user").defer("body")
+    return _filtered(RawEventFilter, filters, rows).order_by("-received_at", "-id")
 
 
 def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:
@@ -116,7 +113,7 @@ def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:
 def raw_event_get(*, raw_event_id) -> RawEvent:
     row = RawEvent.objects.select_related("user").filter(pk=raw_event_id).first()
     if row is None:
-        raise ApiError(404, IngestErrorCode.RAW_EVENT_NOT_FOUND, f"No raw event {raw_event_id}.")
+        raise RawEventNotFound(f"No raw event {raw_event_id}.")
     return row
 
 
@@ -129,7 +126,7 @@ def traces(*, filters: dict | None = None) -> QuerySet[TraceEvent]:
 def user_get(*, username: str):
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        raise ApiError(404, IngestErrorCode.USER_NOT_FOUND, f"No user {username!r}.")
+        raise UserNotFound(f"No user {username!r}.")
     return user
 
 

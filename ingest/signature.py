@@ -1,8 +1,11 @@
 """Terra webhook signature check: strict header parse, HMAC-SHA256 over "{t}.{body}", clock window.
 
-Header: `t=<unix seconds>,v1=<64 hex>[,v1=...]`; unknown schemes are ignored and any matching v1
-wins. Parsing uses ASCII-only patterns on purpose: Python's int() would accept " 12", "+12",
-"1_2" and non-ASCII digits, and a lenient parse is a second signature format nobody reviewed.
+Header: `t=<unix seconds>,v1=<64 hex>[,v1=...]`. The timestamp is parsed strictly and must
+appear exactly once; the signature entries are not: unknown schemes, v1 values that are not
+64 hex digits and items that are not key=value are ignored, and any valid v1 that matches wins
+(Stripe and Standard Webhooks do the same, so a sender can add entries during a key or scheme
+change without breaking older receivers). Parsing uses ASCII-only patterns on purpose: Python's
+int() would accept " 12", "+12", "1_2" and non-ASCII digits.
 """
 
 import hashlib
@@ -49,20 +52,31 @@ def signature_header(headers) -> str | None:
 
 
 def _parse(header: str) -> tuple[str | None, list[str]] | None:
-    """(raw timestamp, v1 values) or None when the header is not a comma list of key=value."""
+    """(raw timestamp, v1 values), or None when the timestamp is given twice (which one was
+    signed would be ambiguous). Items that are not key=value are skipped."""
     timestamp, signatures = None, []
     for part in header.split(","):
         match = _ITEM.fullmatch(part)
         if match is None:
-            return None
+            continue
         key, value = match.groups()
         if key == "t":
             if timestamp is not None:
-                return None  # two timestamps: which one was signed is ambiguous
+                return None
             timestamp = value
         elif key == "v1":
             signatures.append(value)
     return timestamp, signatures
+
+
+def _candidates(signatures: list[str]) -> tuple[list[bytes], str | None]:
+    """The v1 values that can be a SHA-256 digest (lower-cased ASCII), or none and the reason:
+    length_mismatch when some were hex of the wrong length, else malformed_header."""
+    hex_values = [sig for sig in signatures if _HEX.fullmatch(sig)]
+    usable = [sig.lower().encode("ascii") for sig in hex_values if len(sig) == _SHA256_HEX_LEN]
+    if usable:
+        return usable, None
+    return [], Reason.LENGTH_MISMATCH if hex_values else Reason.MALFORMED_HEADER
 
 
 def signature_verify(
@@ -89,11 +103,9 @@ def signature_verify(
     current = time.time() if now is None else now
     if abs(current - timestamp) > window:
         return Verdict(False, Reason.STALE, timestamp)
-    if not all(_HEX.fullmatch(sig) for sig in signatures):
-        return Verdict(False, Reason.MALFORMED_HEADER, timestamp)
-    candidates = [sig.lower().encode("ascii") for sig in signatures]
-    if all(len(sig) != _SHA256_HEX_LEN for sig in candidates):
-        return Verdict(False, Reason.LENGTH_MISMATCH, timestamp)
+    candidates, unusable = _candidates(signatures)
+    if unusable:
+        return Verdict(False, unusable, timestamp)
     keys = list(settings.TERRA_WEBHOOK_SECRETS if secrets is None else secrets)
     prefix = f"{raw_timestamp}.".encode("ascii")
     for secret in keys:

@@ -18,9 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from ingest.api.errors import IngestErrorCode
+from ingest.errors import InvalidCursor, InvalidLimit, InvalidSince
 from ingest.registry import UserTable, user_tables
-from ops.errors import ApiError
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 2000
@@ -68,9 +67,7 @@ def parse_since(raw: str | None) -> datetime | None:
     except ValueError:
         parsed = None
     if parsed is None:
-        raise ApiError(
-            400, IngestErrorCode.INVALID_SINCE, "since must be an ISO 8601 date or datetime."
-        )
+        raise InvalidSince("since must be an ISO 8601 date or datetime.")
     return parsed if timezone.is_aware(parsed) else parsed.replace(tzinfo=UTC)
 
 
@@ -84,7 +81,7 @@ def cursor_decode(raw: str) -> dict:
     except (binascii.Error, ValueError, UnicodeError):
         data = None
     if not isinstance(data, dict):
-        raise ApiError(400, IngestErrorCode.INVALID_CURSOR, "The cursor is not valid.")
+        raise InvalidCursor("The cursor is not valid.")
     return data
 
 
@@ -102,7 +99,7 @@ def _decode_sync_cursor(raw: str) -> tuple[Position, datetime | None, datetime]:
         since = datetime.fromisoformat(data["s"]) if data.get("s") else None
         server_time = datetime.fromisoformat(data["st"])
     except (KeyError, TypeError, ValueError):
-        raise ApiError(400, IngestErrorCode.INVALID_CURSOR, "The cursor is not valid.") from None
+        raise InvalidCursor("The cursor is not valid.") from None
     return position, since, server_time
 
 
@@ -110,9 +107,7 @@ def parse_limit(raw: str | None) -> int:
     if raw in (None, ""):
         return DEFAULT_LIMIT
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ApiError(
-            400, IngestErrorCode.INVALID_LIMIT, f"limit must be an integer from 1 to {MAX_LIMIT}."
-        )
+        raise InvalidLimit(f"limit must be an integer from 1 to {MAX_LIMIT}.")
     return int(raw)
 
 

@@ -6,8 +6,8 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from ingest.drain import raw_events_drain
 from ingest.models import RawEvent, RawEventState
-from ingest.services import raw_events_drain
 from ingest.traces import trace_write
 from ops.services import SYSTEM_ACTOR, audit_log_write
 

@@ -1,5 +1,5 @@
 """Who a delivery belongs to: Terra's reference_id is our username, else the active connection
-for its Terra user id. Also releases rows that waited for a connection once one exists."""
+for its Terra user id."""
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -60,11 +60,3 @@ def user_for_reference(reference_id: str):
     from Terra's widget)."""
     user, _ = get_user_model().objects.get_or_create(username=reference_id[:150])
     return user
-
-
-def connection_released(*, terra_user_id: str) -> int:
-    """A connection for `terra_user_id` was created or re-activated: re-enqueue, at once, the
-    rows parked because it was missing (the drain leaves those alone)."""
-    from ingest.services import raw_events_requeue_for_terra_user
-
-    return raw_events_requeue_for_terra_user(terra_user_id=terra_user_id)

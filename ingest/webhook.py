@@ -4,11 +4,12 @@ hand it to raw_event_record, and turn the outcome into Terra's expected answers.
 import logging
 
 from django.conf import settings
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest.services import DeliveryRejected, raw_event_record
+from ingest.deliveries import raw_event_record
+from ingest.errors import IngestError
 from ops.errors import ErrorCode, error_response
 
 log = logging.getLogger(__name__)
@@ -69,14 +70,8 @@ def terra_webhook(request):
     request_id = getattr(request, "request_id", "")
     try:
         recorded = raw_event_record(body=body, headers=request.headers, request_id=request_id)
-    except DeliveryRejected as exc:
-        extra = {"reason": exc.reason} if exc.reason else {}
-        return error_response(exc.status, exc.code, exc.message, **extra)
-    except DataError as exc:
-        # Valid JSON the database cannot hold (PostgreSQL's jsonb refuses \u0000 in strings).
-        return error_response(
-            400, ErrorCode.INVALID_JSON, f"The database cannot store this JSON: {exc}"[:300]
-        )
+    except IngestError as exc:
+        return error_response(exc.status, exc.code, exc.message, **exc.extra)
     except (OperationalError, InterfaceError) as exc:
         # Terra retries 5xx, not 4xx: a transient database fault must never look like a refusal.
         log.warning("webhook: database unavailable: %s", exc)
@@ -87,11 +82,12 @@ def terra_webhook(request):
         return response
     if recorded.duplicate:
         return JsonResponse({"ok": True, "duplicate": True})
-    return JsonResponse(
-        {
-            "ok": True,
-            "raw_event_id": recorded.raw_event_id,
-            "type": recorded.event_type,
-            "request_id": request_id,
-        }
-    )
+    answer = {
+        "ok": True,
+        "raw_event_id": recorded.raw_event_id,
+        "type": recorded.event_type,
+        "request_id": request_id,
+    }
+    if recorded.skipped:
+        answer["skipped"] = recorded.skipped  # stored for the operator, never normalized
+    return JsonResponse(answer)

@@ -14,9 +14,8 @@ from django.utils import timezone
 
 from ingest.terra_client import TerraError, TerraNetworkError, get_terra_client
 from labs import filetype
+from labs.errors import UnsupportedFileType
 from labs.models import LabUpload
-from labs.upload import LabErrorCode
-from ops.errors import ApiError
 from ops.services import audit_log_write
 
 log = logging.getLogger(__name__)
@@ -59,9 +58,7 @@ def lab_upload_create(*, user, uploaded: UploadedFile) -> tuple[LabUpload, bytes
     uploaded.seek(0)
     kind = filetype.sniff(uploaded.read(filetype.HEAD_BYTES))
     if kind is None:
-        raise ApiError(
-            415,
-            LabErrorCode.UNSUPPORTED_FILE_TYPE,
+        raise UnsupportedFileType(
             "Only PDF, PNG and JPEG lab reports are accepted (decided by the file's content).",
         )
     uploaded.seek(0)

@@ -19,7 +19,7 @@ from django.http.request import RequestDataTooBig, TooManyFieldsSent, TooManyFil
 from django.utils.datastructures import MultiValueDict
 from rest_framework.exceptions import ParseError
 
-from ops.errors import ApiError
+from labs.errors import EmptyFile, ExpectedMultipart, FileTooLarge, MissingFileField
 
 FILE_FIELD = "file"
 # Room for boundaries, part headers and a long file name: the limit is on the file, not on the
@@ -28,26 +28,13 @@ MULTIPART_SLACK_BYTES = 64 * 1024
 _CHUNK = 64 * 1024
 
 
-class LabErrorCode:
-    """Error codes of the labs API (ops.errors.ErrorCode holds the cross-cutting ones)."""
-
-    EXPECTED_MULTIPART = "expected_multipart"
-    MISSING_FILE_FIELD = "missing_file_field"
-    EMPTY_FILE = "empty_file"
-    UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
-    FILE_TOO_LARGE = "file_too_large"
-    TERRA_UPLOAD_FAILED = "terra_upload_failed"
-
-
 def max_bytes() -> int:
     return settings.LAB_UPLOAD_MAX_BYTES
 
 
-def too_large() -> ApiError:
+def too_large() -> FileTooLarge:
     limit = max_bytes()
-    return ApiError(
-        413,
-        LabErrorCode.FILE_TOO_LARGE,
+    return FileTooLarge(
         f"The file is larger than the {limit} byte limit.",
         max_bytes=limit,
     )
@@ -118,12 +105,10 @@ def _spool_unsized_body(request: HttpRequest) -> None:
 
 
 def lab_file_from_request(request) -> UploadedFile:
-    """The `file` part of a DRF request, or an ApiError (400/413) saying what is wrong."""
+    """The `file` part of a DRF request, or a LabError (400/413) saying what is wrong."""
     django_request = request._request
     if not (request.content_type or "").lower().startswith("multipart/form-data"):
-        raise ApiError(
-            400, LabErrorCode.EXPECTED_MULTIPART, "Send the file as multipart/form-data."
-        )
+        raise ExpectedMultipart("Send the file as multipart/form-data.")
     capped = next(
         (h for h in django_request.upload_handlers if isinstance(h, CappedUploadHandler)), None
     ) or install_upload_handlers(django_request)
@@ -131,20 +116,16 @@ def lab_file_from_request(request) -> UploadedFile:
     try:
         files = request.FILES
     except ParseError as exc:
-        raise ApiError(
-            400, LabErrorCode.EXPECTED_MULTIPART, f"The multipart body could not be parsed: {exc}"
-        ) from None
+        raise ExpectedMultipart(f"The multipart body could not be parsed: {exc}") from None
     except RequestDataTooBig:  # non-file fields past DATA_UPLOAD_MAX_MEMORY_SIZE
         raise too_large() from None
     except (TooManyFieldsSent, TooManyFilesSent) as exc:
-        raise ApiError(400, LabErrorCode.EXPECTED_MULTIPART, str(exc)) from None
+        raise ExpectedMultipart(str(exc)) from None
     if capped.exceeded:
         raise too_large()
     uploaded = files.get(FILE_FIELD)
     if uploaded is None:
-        raise ApiError(
-            400, LabErrorCode.MISSING_FILE_FIELD, f"The multipart body has no `{FILE_FIELD}` part."
-        )
+        raise MissingFileField(f"The multipart body has no `{FILE_FIELD}` part.")
     if uploaded.size == 0:
-        raise ApiError(400, LabErrorCode.EMPTY_FILE, "The uploaded file is empty.")
+        raise EmptyFile("The uploaded file is empty.")
     return uploaded

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labs import services
+from labs.errors import TerraUploadFailed
 from labs.filters import BiomarkerWideFilter
 from labs.models import BiomarkerWide, LabUpload
 from labs.serializers import (
@@ -18,7 +19,7 @@ from labs.serializers import (
     UploadFailedSerializer,
     UploadRequestSerializer,
 )
-from labs.upload import LabErrorCode, install_upload_handlers, lab_file_from_request
+from labs.upload import install_upload_handlers, lab_file_from_request
 from ops.auth import IsEndUser
 
 SUBMITTED_NOTE = "Stored and forwarded to Terra; biomarkers appear when Terra reports the results."
@@ -60,7 +61,8 @@ class LabUploadView(APIView):
         if upload.terra_status != services.SUBMITTED:
             message = "Terra did not accept the file; it is stored and can be forwarded again."
             return Response(
-                {"code": LabErrorCode.TERRA_UPLOAD_FAILED, "message": message, **body}, status=502
+                {"code": TerraUploadFailed.code, "message": message, **body},
+                status=TerraUploadFailed.status,
             )
         return Response({"ok": True, **body, "note": SUBMITTED_NOTE})
 

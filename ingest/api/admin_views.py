@@ -10,15 +10,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.api import serializers as s
-from ingest.api.errors import IngestErrorCode
+from ingest.errors import InvalidCursor, InvalidLimit
 from ingest.imports import import_job_summary
+from ingest.replay import raw_events_replay
 from ingest.selectors import dlq_rows, raw_event_get, raw_events, traces, user_get, user_overview
-from ingest.services import raw_events_replay
 from ingest.sync import cursor_decode, cursor_encode
 from ingest.triage import raw_events_drain_request
 from ingest.wipe import user_wipe
 from ops.auth import scope_required
-from ops.errors import ApiError
 
 SCOPE = "ingest:admin"
 TAGS = ["operator"]
@@ -31,7 +30,7 @@ def _int_param(request, name: str, default: int, maximum: int) -> int:
     if raw in (None, ""):
         return default
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ApiError(400, IngestErrorCode.INVALID_LIMIT, f"{name} must be 1…{maximum}.")
+        raise InvalidLimit(f"{name} must be 1…{maximum}.")
     return int(raw)
 
 
@@ -185,5 +184,5 @@ def _before(data: dict):
     try:
         created, pk = datetime.fromisoformat(data["c"]), int(data["i"])
     except (KeyError, TypeError, ValueError):
-        raise ApiError(400, IngestErrorCode.INVALID_CURSOR, "The cursor is not valid.") from None
+        raise InvalidCursor("The cursor is not valid.") from None
     return Q(created_at__lt=created) | Q(created_at=created, id__lt=pk)

@@ -8,8 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.api import serializers as s
-from ingest.api.errors import IngestErrorCode
 from ingest.connections import connection_widget_session, connections_reconcile
+from ingest.errors import TerraUnavailable
 from ingest.imports import import_job_refresh, import_job_summary, import_start, parse_days
 from ingest.models import TerraConnection
 from ingest.sync import parse_limit, sync_page
@@ -44,7 +44,7 @@ class ConnectView(UserView):
         try:
             session = connection_widget_session(user=request.user, provider=provider)
         except (TerraError, TerraNetworkError) as exc:
-            raise ApiError(502, IngestErrorCode.TERRA_UNAVAILABLE, str(exc)[:300]) from None
+            raise TerraUnavailable(str(exc)[:300]) from None
         return Response({**session, "reference_id": request.user.username})
 
 

@@ -10,10 +10,11 @@ from django.utils import timezone
 from ingest.models import RawEvent, TerraConnection
 from ingest.normalizers.common import dig
 from ingest.registry import NormalizeResult, register
+from ingest.replay import raw_events_requeue_for_terra_user
 from ingest.terra_client import BACKFILL_TYPES, get_terra_client
 from ingest.traces import trace_write
 from ingest.upsert import upsert_keep_non_null
-from ingest.users import connection_released, user_for_reference
+from ingest.users import user_for_reference
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def _connect(*, terra_user_id: str, user, info: dict) -> None:
     TerraConnection.objects.filter(
         terra_user_id=terra_user_id, deactivated_at__isnull=False
     ).update(deactivated_at=None, updated_at=timezone.now())
-    connection_released(terra_user_id=terra_user_id)
+    # Rows parked for want of this connection go again at once (the drain leaves them alone).
+    raw_events_requeue_for_terra_user(terra_user_id=terra_user_id)
     transaction.on_commit(lambda: backfill_request(terra_user_id=terra_user_id, user_id=user.pk))
 
 

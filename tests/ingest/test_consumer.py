@@ -8,9 +8,9 @@ from django.utils import timezone
 
 from ingest import registry
 from ingest.consumer import MAX_ATTEMPTS, raw_event_consume, raw_events_consume_batch
+from ingest.drain import raw_events_drain
 from ingest.models import DailySummary, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.registry import NormalizeResult
-from ingest.services import raw_events_drain
 from ingest.tasks import consume_raw_event
 from tests.factories import RawEventFactory
 from tests.ingest.conftest import TERRA_USER

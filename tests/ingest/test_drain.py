@@ -8,9 +8,10 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from ingest import registry
+from ingest.drain import drain_candidates, raw_events_drain
 from ingest.models import RawEvent, RawEventState
 from ingest.registry import NormalizeResult
-from ingest.services import NO_CONNECTION, drain_candidates, raw_events_drain, raw_events_replay
+from ingest.replay import NO_CONNECTION, raw_events_replay
 from ops.models import AuditLog
 from tests.factories import RawEventFactory
 
@@ -128,8 +129,22 @@ def test_terra_replay_command(noop, sync_queue, django_capture_on_commit_callbac
     row = make(RawEventState.DEAD, process_error="boom")
     out = StringIO()
     with django_capture_on_commit_callbacks(execute=True):
-        call_command("terra_replay", str(row.pk), "424242", stdout=out)
-    assert "replayed 1 raw event(s), 1 not found" in out.getvalue()
+        call_command("terra_replay", str(row.pk), stdout=out)
+    assert "replayed 1 raw event(s)" in out.getvalue()
+    row.refresh_from_db()
+    assert row.state == RawEventState.PROCESSED
+
+
+def test_terra_replay_with_an_unknown_id_fails_but_replays_the_known_ones(
+    noop, sync_queue, django_capture_on_commit_callbacks
+):
+    # Seen: "1 not found" and exit status 0, so a script could not tell a typo from success.
+    row = make(RawEventState.DEAD, process_error="boom")
+    with (
+        django_capture_on_commit_callbacks(execute=True),
+        pytest.raises(CommandError, match="1 of the given raw event ids do not exist"),
+    ):
+        call_command("terra_replay", str(row.pk), "424242", stdout=StringIO())
     row.refresh_from_db()
     assert row.state == RawEventState.PROCESSED
 

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from ingest.models import RawEvent
-from ingest.services import raw_events_replay
+from ingest.replay import raw_events_replay
 from tests.conftest import load_fixture
 
 pytestmark = pytest.mark.django_db

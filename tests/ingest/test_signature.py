@@ -75,6 +75,18 @@ def test_any_matching_v1_wins_and_unknown_schemes_are_ignored():
     assert verify(header).ok
 
 
+@pytest.mark.parametrize(
+    "extra",
+    ["v1=", "v1=xyz", "v1=" + "a" * 63, "v1=" + "a" * 65, "garbage", "v1=" + "é" * 64, " v1=x"],
+)
+@pytest.mark.parametrize("valid_first", [True, False])
+def test_a_valid_v1_verifies_whatever_other_entries_hold(extra, valid_first):
+    # Seen: a valid signature next to an extra malformed `v1=` entry got 401 malformed_header.
+    good = f"v1={mac(BODY, NOW)}"
+    entries = [good, extra] if valid_first else [extra, good]
+    assert verify(",".join([f"t={NOW}", *entries])).ok
+
+
 def test_rotation_accepts_every_configured_secret():
     header = f"t={NOW},v1={mac(BODY, NOW, 'old-secret')}"
     assert verify(header, secrets=["new-secret", "old-secret"]).ok

@@ -3,7 +3,7 @@ them, or with --inline normalize them here and print counts per outcome."""
 
 from django.core.management.base import BaseCommand
 
-from ingest.services import DRAIN_MAX_LIMIT, raw_events_drain
+from ingest.drain import DRAIN_MAX_LIMIT, raw_events_drain
 
 
 class Command(BaseCommand):

@@ -2,10 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.api.errors import IngestErrorCode
 from ingest.connections import RECONCILE_DAYS, connections_backfill_recent, connections_reconcile
+from ingest.errors import UserNotFound
 from ingest.selectors import user_get
-from ops.errors import ApiError
 
 
 class Command(BaseCommand):
@@ -28,9 +27,7 @@ class Command(BaseCommand):
         if user:
             try:
                 target = user_get(username=user)
-            except ApiError as exc:
-                if exc.code != IngestErrorCode.USER_NOT_FOUND:
-                    raise
+            except UserNotFound as exc:
                 raise CommandError(exc.message) from None
             result = connections_reconcile(user=target)
             self.stdout.write(f"subscriptions: {result.as_dict()}")

@@ -1,8 +1,9 @@
-"""`manage.py terra_replay ID [ID ...]`: re-enqueue raw events whatever their state (audited)."""
+"""`manage.py terra_replay ID [ID ...]`: re-enqueue raw events whatever their state (audited).
+Exits non-zero when any id is unknown (the ones found are still replayed)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.services import raw_events_replay
+from ingest.replay import raw_events_replay
 
 
 class Command(BaseCommand):
@@ -14,8 +15,6 @@ class Command(BaseCommand):
     def handle(self, *args, ids, **options):
         count = raw_events_replay(ids=ids, actor="command:terra_replay")
         missing = len(set(ids)) - count
-        self.stdout.write(
-            f"replayed {count} raw event(s)" + (f", {missing} not found" if missing else "")
-        )
-        if count == 0:
-            raise CommandError("no such raw events")
+        self.stdout.write(f"replayed {count} raw event(s)")
+        if missing:
+            raise CommandError(f"{missing} of the given raw event ids do not exist")

@@ -2,10 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.api.errors import IngestErrorCode
+from ingest.errors import UserNotFound
 from ingest.selectors import user_get
 from ingest.wipe import user_wipe, user_wipe_preview
-from ops.errors import ApiError
 
 
 class Command(BaseCommand):
@@ -22,9 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args, username, yes, **options):
         try:
             user = user_get(username=username)
-        except ApiError as exc:
-            if exc.code != IngestErrorCode.USER_NOT_FOUND:
-                raise
+        except UserNotFound as exc:
             raise CommandError(exc.message) from None
         preview = user_wipe_preview(user=user)
         for table, count in preview.items():

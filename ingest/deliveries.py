@@ -1,0 +1,242 @@
+"""Recording deliveries: verify one Terra webhook, store its row and its first traces, and hand it
+to the queue in the same transaction (ingest.queue).
+
+The webhook is the only caller; raw_event_record's keyword-only signature is a contract
+(DESIGN §4), keep it stable.
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ingest.envelope import Envelope, envelope_read
+from ingest.errors import InvalidSignature
+from ingest.models import RawEventState
+from ingest.payload import Unparseable
+from ingest.queue import raw_event_enqueue
+from ingest.signature import signature_header, signature_verify
+from ingest.traces import trace_row, traces_insert
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What raw_event_record did: a new row, or a duplicate of one already stored."""
+
+    raw_event_id: int | None
+    event_type: str
+    duplicate: bool
+    skipped: str | None = None  # "unparseable:<reason>": stored, acknowledged, never queued
+
+
+def raw_event_record(
+    *, body: bytes | bytearray, headers, request_id: str = "", now: float | None = None
+) -> Recorded:
+    """Verify one Terra delivery, insert it and enqueue it after commit.
+
+    The signature is checked before the body is parsed (InvalidSignature, 401, with the
+    reason). A verified body is always stored as received: one that is not a JSON object is
+    recorded as skipped:unparseable:<reason> and not queued (Terra does not retry a 4xx, so
+    refusing it would lose it). A byte-identical redelivery of the same (type, Terra user) hits the
+    raw_events_dedup constraint and comes back as a duplicate with nothing enqueued. Database
+    faults (OperationalError…) propagate: the webhook answers 503 so Terra retries."""
+    verdict = signature_verify(header=signature_header(headers), body=body, now=now)
+    if not verdict.ok:
+        raise InvalidSignature(verdict.reason)
+    skipped = None
+    try:
+        envelope = envelope_read(body)
+    except Unparseable as exc:
+        envelope, skipped = UNPARSEABLE, f"unparseable:{exc.reason}"
+    received_at = timezone.now()
+    ordered_at = ordering_time(headers.get(ORDERING_HEADER), received_at)
+    return _insert(
+        body=body,
+        envelope=envelope,
+        request_id=request_id,
+        received_at=received_at,
+        ordered_at=ordered_at,
+        skipped=skipped,
+    )
+
+
+UNPARSEABLE = Envelope("unknown", "", "", "")
+ORDERING_HEADER = "X-Terra-Ordering-Timestamp"
+# A stamp further ahead than this is not believed: it would make its delivery win forever.
+ORDERING_MAX_AHEAD = timedelta(days=1)
+_EPOCH_2000_MS = 946_684_800_000
+
+
+def ordering_time(value: str | None, received_at: datetime) -> datetime:
+    """Terra's emission time from X-Terra-Ordering-Timestamp (unix milliseconds), or
+    `received_at` when the header is absent or not a plausible stamp (not digits, before 2000,
+    more than a day ahead of receipt)."""
+    text = (value or "").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 15:
+        return received_at
+    millis = int(text)
+    if millis < _EPOCH_2000_MS:
+        return received_at
+    stamp = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return received_at if stamp > received_at + ORDERING_MAX_AHEAD else stamp
+
+
+def _insert(
+    *,
+    body: bytes | bytearray,
+    envelope: Envelope,
+    request_id: str,
+    received_at: datetime,
+    ordered_at: datetime,
+    skipped: str | None = None,
+) -> Recorded:
+    with transaction.atomic():
+        pk = _insert_row(
+            body=body,
+            envelope=envelope,
+            request_id=request_id,
+            received_at=received_at,
+            ordered_at=ordered_at,
+            skipped=skipped,
+        )
+        if pk is None:
+            return Recorded(None, envelope.event_type, duplicate=True)
+        received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
+        if skipped:
+            _traces_write(pk, request_id, received, ("skipped", {"reason": skipped}))
+        elif raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
+            _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
+        else:
+            _traces_write(pk, request_id, received)
+    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+
+
+_RAW_EVENT_COLUMNS = (
+    "event_type",
+    "terra_user_id",
+    "reference_id",
+    "provider",
+    "signature_verified",
+    "dedup_key",
+    "request_id",
+    "received_at",
+    "ordered_at",
+    "attempts",
+    "state",
+    "processed_at",
+    "process_error",
+    "body",
+)
+
+
+def _insert_row(
+    *,
+    body: bytes | bytearray,
+    envelope: Envelope,
+    request_id: str,
+    received_at: datetime,
+    ordered_at: datetime,
+    skipped: str | None = None,
+) -> int | None:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
+    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
+    insert's commit, then does nothing). The body column gets the body's own bytes, so
+    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    values = [
+        envelope.event_type,
+        envelope.terra_user_id,
+        envelope.reference_id,
+        envelope.provider,
+        True,
+        hashlib.sha256(body).hexdigest(),
+        request_id,
+        adapt(received_at),
+        adapt(ordered_at),
+        0,
+        (RawEventState.SKIPPED if skipped else RawEventState.PENDING).value,
+        adapt(received_at) if skipped else None,
+        f"skipped:{skipped}" if skipped else None,
+    ]
+    columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
+    placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
+    if connection.vendor == "postgresql":
+        return _insert_row_postgresql(columns, placeholders, values, body)
+    sql = (
+        f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, %s) "
+        "ON CONFLICT DO NOTHING RETURNING id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, bytes(body)])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+STREAM_ABOVE_BYTES = 4 * 1024 * 1024
+_COPY_CHUNK = 1024 * 1024
+
+
+def _insert_row_postgresql(columns: str, placeholders: str, values: list, body) -> int | None:
+    import psycopg
+
+    connection.ensure_connection()
+    # A server-side-binding cursor on Django's own connection (same transaction): the body is
+    # one binary parameter, never escaped into the SQL text. wrap_database_errors turns
+    # psycopg's errors into Django's, so the webhook's 503 handling still applies.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        if len(body) <= STREAM_ABOVE_BYTES:
+            cursor.execute(
+                f"INSERT INTO raw_events ({columns}) VALUES ({placeholders}, %b) "
+                "ON CONFLICT DO NOTHING RETURNING id",
+                [*values, body],
+            )
+            found = cursor.fetchone()
+        else:
+            found = _insert_streamed(cursor, columns, placeholders, values, body)
+    return found[0] if found else None
+
+
+def _insert_streamed(cursor, columns: str, placeholders: str, values: list, body):
+    """Big bodies go through COPY in 1 MB chunks: libpq would otherwise copy a bound parameter
+    into an output buffer that grows by doubling and is never shrunk (+2× the body in the web
+    worker, for the connection's lifetime)."""
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS raw_event_upload (body bytea) ON COMMIT DELETE ROWS"
+    )
+    view = memoryview(body)
+    with cursor.copy("COPY raw_event_upload (body) FROM STDIN (FORMAT BINARY)") as copy:
+        # PGCOPY binary stream: signature, flags, header extension, one tuple of one field.
+        copy.write(b"PGCOPY\n\xff\r\n\x00" + bytes(8))
+        copy.write((1).to_bytes(2, "big") + len(body).to_bytes(4, "big"))
+        for start in range(0, len(body), _COPY_CHUNK):
+            copy.write(view[start : start + _COPY_CHUNK])
+        copy.write((-1).to_bytes(2, "big", signed=True))
+    view.release()
+    cursor.execute(
+        f"INSERT INTO raw_events ({columns}) SELECT {placeholders}, body "
+        "FROM raw_event_upload ON CONFLICT DO NOTHING RETURNING id",
+        values,
+    )
+    found = cursor.fetchone()
+    cursor.execute("DELETE FROM raw_event_upload")
+    return found
+
+
+def _traces_write(raw_event_id: int, request_id: str, *events: tuple[str, dict]) -> None:
+    """Several trace rows in one plain INSERT (the webhook's hot path: bulk_create cost more
+    Python than the statement); like trace_write, a trace that cannot be written is logged,
+    never allowed to fail the delivery."""
+    try:
+        traces_insert(
+            [
+                trace_row(event, raw_event_id=raw_event_id, request_id=request_id, data=data)
+                for event, data in events
+            ]
+        )
+    except Exception:
+        log.exception("could not write traces %s", [event for event, _ in events])

@@ -1,0 +1,103 @@
+"""The drain: pick up raw events that got stuck (pending or parked in the last 24 h, retrying
+rows whose backoff is over) and enqueue them, or consume them here with inline=True."""
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from ingest.consumer import raw_event_consume
+from ingest.models import RawEvent, RawEventState
+from ingest.queue import queue_publish
+from ingest.replay import NO_CONNECTION, reset_to_pending
+from ops.request_id import get_request_id
+from ops.services import audit_log_write
+
+DRAIN_WINDOW = timedelta(hours=24)
+DRAIN_MAX_LIMIT = 100
+
+
+@dataclass
+class DrainResult:
+    """What one drain run picked up and, with inline=True, how each row ended (`outcomes` maps a
+    RawEventState value or "not_claimed" to a count)."""
+
+    selected: int = 0
+    enqueued: int = 0
+    ids: list[int] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "selected": self.selected,
+            "enqueued": self.enqueued,
+            "ids": self.ids,
+            "outcomes": self.outcomes,
+        }
+
+
+def drain_candidates(
+    *, include_skipped: bool = False, include_no_connection: bool = False, now=None
+):
+    """Rows the drain may pick up (DESIGN §4): received in the last 24 h and unprocessed
+    (pending or parked, not leased by a consumer right now), excluding rows parked for want of a
+    connection (the auth normalizer re-enqueues those) unless asked; plus retrying rows whose
+    backoff is over, whatever their age; plus skipped rows of the last 24 h when asked."""
+    now = now or timezone.now()
+    not_leased = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    recent = Q(received_at__gte=now - DRAIN_WINDOW)
+    waiting = Q(state__in=[RawEventState.PENDING, RawEventState.PARKED]) & recent & not_leased
+    if not include_no_connection:
+        waiting &= ~Q(state=RawEventState.PARKED, process_error=NO_CONNECTION)
+    wanted = waiting | (Q(state=RawEventState.RETRYING) & not_leased)
+    if include_skipped:
+        wanted |= Q(state=RawEventState.SKIPPED) & recent
+    return RawEvent.objects.filter(wanted).order_by("received_at", "pk")
+
+
+def raw_events_drain(
+    *,
+    limit: int = 50,
+    include_skipped: bool = False,
+    include_no_connection: bool = False,
+    inline: bool = False,
+    request=None,
+    actor: str | None = None,
+) -> DrainResult:
+    """Pick up to `limit` (1…100) stuck rows and enqueue them — or, with inline=True, consume
+    them in this process and count outcomes. Skipped rows it selects are reset to pending first.
+    Writes an audit row when an operator (request/actor) asked for it."""
+
+    limit = max(1, min(int(limit), DRAIN_MAX_LIMIT))
+    rows = list(
+        drain_candidates(
+            include_skipped=include_skipped, include_no_connection=include_no_connection
+        ).values_list("pk", "state")[:limit]
+    )
+    result = DrainResult(selected=len(rows), ids=[pk for pk, _ in rows])
+    skipped = [pk for pk, state in rows if state == RawEventState.SKIPPED]
+    if skipped:
+        reset_to_pending(skipped)
+    if inline:
+        for pk in result.ids:
+            outcome = raw_event_consume(pk)
+            result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
+    else:
+        for pk in result.ids:
+            result.enqueued += queue_publish(pk, request_id=get_request_id())
+    if request is not None or actor is not None:
+        audit_log_write(
+            action="raw_events.drain",
+            resource="raw_events",
+            request=request,
+            actor=actor,
+            metadata={
+                "limit": limit,
+                "include_skipped": include_skipped,
+                "include_no_connection": include_no_connection,
+                **result.as_dict(),
+                "ids": result.ids[:500],
+            },
+        )
+    return result

@@ -1,0 +1,87 @@
+"""Queue publishing: hand a raw event to django-q2 so a consumer picks it up, in the caller's
+transaction on the ORM broker or after commit on Redis."""
+
+import logging
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
+
+from ingest.models import TraceLevel
+from ingest.traces import trace_write
+
+log = logging.getLogger(__name__)
+
+CONSUME_TASK = "ingest.tasks.consume_raw_event"
+
+
+def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = True) -> bool:
+    """Publish the consume task so that a worker only ever sees it with the row committed.
+
+    On the ORM broker (same database) the task row is inserted in the surrounding transaction:
+    both commit or neither does, at the cost of one commit instead of two. On Redis it is
+    pushed after commit. A failed publish is logged and traced; the row stays pending for the
+    drain. Returns True when the task is already in (the ORM case), False when it is published
+    later or failed. trace=False leaves the queue_published trace to the caller (the webhook
+    writes it in one insert with its own)."""
+    if _broker_shares_the_transaction():
+        return queue_publish(raw_event_id, request_id=request_id, in_transaction=True, trace=trace)
+    transaction.on_commit(lambda: queue_publish(raw_event_id, request_id=request_id))
+    return False
+
+
+def _broker_shares_the_transaction() -> bool:
+    from django_q.conf import Conf
+
+    # Conf.SYNC runs the task inline: that must wait for the commit like a real worker would.
+    return (
+        Conf.ORM == DEFAULT_DB_ALIAS
+        and not Conf.SYNC
+        and transaction.get_connection().in_atomic_block
+    )
+
+
+_broker = None
+
+
+def _get_broker():
+    # One broker per process: django-q2 builds a new one (a new Redis pool) for every task.
+    global _broker
+    if _broker is None:
+        from django_q.brokers import get_broker
+
+        _broker = get_broker()
+    return _broker
+
+
+def queue_publish(
+    raw_event_id: int, *, request_id: str = "", in_transaction: bool = False, trace: bool = True
+) -> bool:
+    """Hand one row to django-q2 now. Returns False (and traces why) when that fails. Inside a
+    transaction a database error is not swallowed: the transaction is broken and must fail."""
+    from django_q.tasks import async_task
+
+    try:
+        async_task(
+            CONSUME_TASK,
+            raw_event_id,
+            broker=_get_broker(),
+            save=False,  # failures are still saved; successes would only bloat the task table
+            task_name=f"consume-{raw_event_id}",
+        )
+    except DatabaseError:
+        if in_transaction:
+            raise
+        log.exception("could not enqueue raw event %s", raw_event_id)
+        return False
+    except Exception as exc:
+        log.exception("could not enqueue raw event %s", raw_event_id)
+        trace_write(
+            "queue_publish_failed",
+            raw_event_id=raw_event_id,
+            request_id=request_id,
+            level=TraceLevel.ERROR,
+            data={"error": f"{exc.__class__.__name__}: {exc}"[:500]},
+        )
+        return False
+    if trace:
+        trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
+    return True

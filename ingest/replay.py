@@ -1,0 +1,56 @@
+"""Replays: give raw events another go from pending (an operator's replay, or a connection that
+now exists for rows parked without one). Audited when an operator asks."""
+
+from django.db import transaction
+
+from ingest.models import RawEvent, RawEventState
+from ingest.queue import raw_event_enqueue
+from ops.request_id import get_request_id
+from ops.services import audit_log_write
+
+NO_CONNECTION = "no_connection_for_terra_user"
+
+
+def reset_to_pending(ids: list[int]) -> int:
+    return RawEvent.objects.filter(pk__in=ids).update(
+        state=RawEventState.PENDING,
+        processed_at=None,
+        process_error=None,
+        next_attempt_at=None,
+        attempts=0,
+    )
+
+
+def raw_events_replay(*, ids: list[int], request=None, actor: str | None = None) -> int:
+    """Re-run rows whatever their state (operator action): reset each to pending with a fresh
+    attempt budget, enqueue after commit, and write one audit row. Normalizers are replay-safe,
+    so replaying a processed row converges to the same tables. Returns how many rows exist."""
+    ids = sorted({int(i) for i in ids})
+    with transaction.atomic():
+        found = list(RawEvent.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        reset_to_pending(found)
+        for pk in found:
+            raw_event_enqueue(raw_event_id=pk, request_id=get_request_id())
+        audit_log_write(
+            action="raw_events.replay",
+            resource=f"raw_events:{','.join(map(str, found[:50]))}",
+            request=request,
+            actor=actor,
+            metadata={"requested": len(ids), "replayed": len(found), "ids": found[:500]},
+        )
+    return len(found)
+
+
+def raw_events_requeue_for_terra_user(*, terra_user_id: str) -> int:
+    """A connection for this Terra user now exists: give its rows parked for want of one
+    another go at once (after commit). Returns how many were re-enqueued."""
+    ids = list(
+        RawEvent.objects.filter(
+            terra_user_id=terra_user_id, state=RawEventState.PARKED, process_error=NO_CONNECTION
+        ).values_list("pk", flat=True)
+    )
+    if ids:
+        reset_to_pending(ids)
+        for pk in ids:
+            raw_event_enqueue(raw_event_id=pk, request_id=get_request_id())
+    return len(ids)

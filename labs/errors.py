@@ -1,0 +1,42 @@
+"""Labs' domain errors: every refusal is a LabError with a stable `code` and an HTTP `status`
+hint, like workflows.errors. LabError derives from ops.errors.ApiError, so the shared DRF
+exception handler renders it as `{"code", "message", ...}` with its status."""
+
+from ops.errors import ApiError
+
+
+class LabError(ApiError):
+    code = "lab_error"
+    status = 400
+
+    def __init__(self, message: str, **extra):
+        super().__init__(self.status, self.code, message, **extra)
+
+
+class ExpectedMultipart(LabError):
+    code = "expected_multipart"
+
+
+class MissingFileField(LabError):
+    code = "missing_file_field"
+
+
+class EmptyFile(LabError):
+    code = "empty_file"
+
+
+class UnsupportedFileType(LabError):
+    code = "unsupported_file_type"
+    status = 415
+
+
+class FileTooLarge(LabError):
+    code = "file_too_large"
+    status = 413
+
+
+class TerraUploadFailed(LabError):
+    """Terra did not take the file; it is stored and can be forwarded again."""
+
+    code = "terra_upload_failed"
+    status = 502
