@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from graphs import drawing, services
+from graphs import drawing, selectors, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
 from ops.console import ReadOnlyAdmin
 from ops.errors import ApiError
@@ -111,7 +111,7 @@ def waiting_humans(run: GraphRun) -> list[dict]:
     """Tokens at a `human` node that are waiting for their event, with the event type."""
     nodes = {n["ref"]: n for n in run.definition.document.get("nodes", [])}
     found = []
-    for token in run.tokens.filter(status="executing").order_by("sequence"):
+    for token in selectors.current_tokens(run).filter(status="executing"):
         action = nodes.get(token.node_ref, {}).get("action", {})
         if action.get("kind") in HUMAN_KINDS:
             found.append({"token": token, "event_type": action.get("event_type", "")})
@@ -120,7 +120,7 @@ def waiting_humans(run: GraphRun) -> list[dict]:
 
 def token_tree(run: GraphRun) -> list[dict]:
     """Tokens in depth-first order of the parent links, with their depth for indentation."""
-    tokens = list(run.tokens.order_by("sequence"))
+    tokens = list(selectors.current_tokens(run))
     children: dict[str, list] = {}
     for t in tokens:
         children.setdefault(t.parent_path, []).append(t)
@@ -167,7 +167,7 @@ class GraphRunAdmin(ReadOnlyAdmin):
         extra = {
             "run": run,
             "tree": token_tree(run),
-            "events": run.run_events.order_by("sequence_number")[:500],
+            "events": selectors.current_events(run).order_by("sequence_number")[:500],
             "context_json": pretty(run.context),
             "humans": waiting_humans(run),
             "instance_url": reverse(

@@ -121,6 +121,9 @@ class GraphToken(models.Model):
     transition and branch), and how it ended."""
 
     run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="tokens")
+    # The engine run (instance run_number) that made the row: a restart replays the graph from
+    # the start, and its tokens and events sit beside the earlier run's instead of clashing.
+    engine_run = models.PositiveIntegerField(default=1)
     path_id = models.CharField(max_length=255)
     node_ref = models.CharField(max_length=64)
     status = models.CharField(max_length=24, choices=TokenStatus.choices)
@@ -137,7 +140,9 @@ class GraphToken(models.Model):
     class Meta:
         db_table = "graph_token"
         constraints = [
-            models.UniqueConstraint(fields=["run", "path_id"], name="graph_token_unique_path"),
+            models.UniqueConstraint(
+                fields=["run", "engine_run", "path_id"], name="graph_token_unique_path"
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in TokenStatus]),
                 name="graph_token_status_valid",
@@ -167,6 +172,7 @@ class GraphRunEvent(models.Model):
     disagreement into a loud error instead of a silently reordered history."""
 
     run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="run_events")
+    engine_run = models.PositiveIntegerField(default=1)  # see GraphToken.engine_run
     sequence_number = models.PositiveIntegerField()
     type = models.CharField(max_length=32, choices=RunEventType.choices)
     token_path = models.CharField(max_length=255, blank=True, default="")
@@ -178,7 +184,7 @@ class GraphRunEvent(models.Model):
         db_table = "graph_run_event"
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "sequence_number"], name="graph_run_event_sequence"
+                fields=["run", "engine_run", "sequence_number"], name="graph_run_event_sequence"
             ),
             models.CheckConstraint(
                 condition=Q(type__in=[s.value for s in RunEventType]),

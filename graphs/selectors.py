@@ -38,13 +38,39 @@ def run_summary(run: GraphRun) -> dict:
     }
 
 
-def run_detail(run: GraphRun) -> dict:
-    from graphs.http.serializers import TokenSerializer
+def current_tokens(run: GraphRun):
+    """Tokens of the engine's current run of this graph run (a restart starts a new set)."""
+    return run.tokens.filter(engine_run=run.instance.run_number).order_by("sequence")
 
+
+def current_events(run: GraphRun):
+    return run.run_events.filter(engine_run=run.instance.run_number)
+
+
+def token_body(t) -> dict:
+    return {
+        "path_id": t.path_id,
+        "node": t.node_ref,
+        "status": t.status,
+        "parent": t.parent_path,
+        "fan_out": t.fan_out,
+        "branch_index": t.branch_index,
+        "branch_total": t.branch_total,
+        "output": t.output,
+        "error": t.error,
+    }
+
+
+def run_detail(run: GraphRun) -> dict:
     details = instance_details(run.instance)
-    body = {**run_summary(run), "status": details["status"], "context": run.context}
+    body = {
+        **run_summary(run),
+        "status": details["status"],
+        "engine_run": run.instance.run_number,
+        "context": run.context,
+    }
     for key in ("output", "error"):
         if key in details:
             body[key] = details[key]
-    body["tokens"] = TokenSerializer(run.tokens.order_by("sequence"), many=True).data
+    body["tokens"] = [token_body(t) for t in current_tokens(run)]
     return body

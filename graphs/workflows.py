@@ -48,7 +48,7 @@ def from_ms(ms: int) -> datetime:
 
 @workflow(name=GRAPH_WORKFLOW)
 def graph_run(event, step):
-    run = GraphRun.objects.select_related("definition").get(run_id=event.instance_id)
+    run = GraphRun.objects.select_related("definition", "instance").get(run_id=event.instance_id)
     graph = spec.parse(run.definition.document)  # published: immutable, so replay-safe
     state = decisions.start(
         graph, (event.payload or {}).get("input"), now_ms=to_ms(event.timestamp)
@@ -60,6 +60,8 @@ class Executor:
     def __init__(self, step, run: GraphRun, graph: spec.Graph, state: decisions.RunState):
         self.step = step
         self.run_pk = run.pk
+        self.engine_run = run.instance.run_number  # fixed for this run: restart = new number
+        state.context_dirty = True  # the first write of a run (re)sets the stored context
         self.graph = graph
         self.state = state
         self.persisted: set[str] = set()  # token paths whose rows exist
@@ -147,14 +149,16 @@ class Executor:
         events, tokens, context_changed = decisions.take_journal(self.state)
         rows = [(t.path not in self.persisted, token_row(t)) for t in tokens]
         context = copy.deepcopy(self.state.context) if context_changed else None
-        run_pk = self.run_pk
+        run_pk, engine_run = self.run_pk, self.engine_run
 
         def callback():
             value = fn()
             due = time.monotonic() - self.flushed_at >= FLUSH_INTERVAL_S
             written = flush or due or len(events) >= FLUSH_MAX_EVENTS
             if written:
-                self.step.tx.mutate(lambda: write_projection(run_pk, events, rows, context))
+                self.step.tx.mutate(
+                    lambda: write_projection(run_pk, engine_run, events, rows, context)
+                )
             return {"value": value, "flushed": written}
 
         def give_back():
@@ -207,12 +211,13 @@ def token_row(token: decisions.Token) -> dict:
     }
 
 
-def write_projection(run_pk: int, events: list[dict], rows: list, context) -> None:
+def write_projection(run_pk: int, engine_run: int, events: list[dict], rows: list, context) -> None:
     """Runs inside the step's commit transaction (step.tx.mutate)."""
     now = runtime.now()
     GraphRunEvent.objects.bulk_create(
         GraphRunEvent(
             run_id=run_pk,
+            engine_run=engine_run,
             sequence_number=e["sequence_number"],
             type=e["type"],
             token_path=e["token"],
@@ -223,12 +228,14 @@ def write_projection(run_pk: int, events: list[dict], rows: list, context) -> No
         for e in events
     )
     GraphToken.objects.bulk_create(
-        GraphToken(run_id=run_pk, created_at=now, updated_at=now, **row) for new, row in rows if new
+        GraphToken(run_id=run_pk, engine_run=engine_run, created_at=now, updated_at=now, **row)
+        for new, row in rows
+        if new
     )
     for new, row in rows:
         if not new:
-            GraphToken.objects.filter(run_id=run_pk, path_id=row["path_id"]).update(
-                status=row["status"], output=row["output"], error=row["error"], updated_at=now
-            )
+            GraphToken.objects.filter(
+                run_id=run_pk, engine_run=engine_run, path_id=row["path_id"]
+            ).update(status=row["status"], output=row["output"], error=row["error"], updated_at=now)
     if context is not None:
         GraphRun.objects.filter(pk=run_pk).update(context=context, updated_at=now)

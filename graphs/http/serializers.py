@@ -103,6 +103,7 @@ class TokenSerializer(serializers.Serializer):
 
 
 class RunDetailSerializer(RunSummarySerializer):
+    engine_run = serializers.IntegerField(help_text="the engine run the tokens belong to")
     output = serializers.JSONField(required=False)
     error = serializers.JSONField(required=False)
     context = serializers.JSONField()

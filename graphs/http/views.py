@@ -224,7 +224,7 @@ class RunEventsView(GraphsView):
         query.is_valid(raise_exception=True)
         run = services.run_get(run_id=run_id)
         rows, cursor, more = keyset_page(
-            run.run_events.all(),
+            selectors.current_events(run),
             cursor=query.validated_data.get("cursor"),
             page_size=query.validated_data["page_size"],
             descending=False,

@@ -141,3 +141,18 @@ def test_a_run_keeps_its_version_when_a_new_one_is_published(harness):
     services.binding_pin(name="b", version=1)
     run3 = start(harness)
     assert status(harness, run3)["output"]["v"] == 1
+
+
+def test_restarting_the_engine_instance_runs_the_graph_again_with_a_fresh_projection(harness):
+    publish(fanout_doc())
+    run = start(harness, {"items": ["a"]})
+    harness.send_event("graph-run", run.run_id, "ack", {"approved": False})
+    assert status(harness, run)["output"]["result"] == "escalated"
+    harness.restart("graph-run", run.run_id)
+    assert status(harness, run)["status"] == "waiting"
+    harness.send_event("graph-run", run.run_id, "ack", {"approved": True})
+    assert status(harness, run)["output"]["result"] == "approved"
+    latest = GraphRunEvent.objects.filter(run=run, engine_run=2).order_by("sequence_number")
+    assert latest.first().type == "run_started" and latest.last().type == "run_completed"
+    assert GraphRunEvent.objects.filter(run=run, engine_run=1).last().type == "run_completed"
+    assert GraphToken.objects.filter(run=run, engine_run=2, node_ref="done").exists()
