@@ -80,6 +80,7 @@ def seed() -> tuple[str, int]:
                 SleepSession(
                     user=who,
                     source="oura",
+                    record_key=f"s{d}",
                     start_time=at,
                     end_time=at + timedelta(hours=8),
                     sleep_minutes=420.0,
@@ -94,6 +95,7 @@ def seed() -> tuple[str, int]:
                     Activity(
                         user=who,
                         source="garmin",
+                        record_key=f"a{d}-{k}",
                         start_time=at + timedelta(hours=k + 6),
                         name="run",
                         activity_type=k,

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from ingest.models import RawEventState, TerraConnection
 from ingest.registry import registered_types
-from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, parse_age
+from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, UNMAPPABLE, parse_age
 
 
 class TriageFilter(admin.SimpleListFilter):
@@ -20,6 +20,7 @@ class TriageFilter(admin.SimpleListFilter):
             ("dlq", "DLQ (parked, retrying, dead)"),
             ("unfinished", "Unfinished (pending too)"),
             ("no_connection", "Parked: no connection for Terra user"),
+            ("unmappable", "Skipped: unmappable (data that mapped to nothing)"),
         ]
 
     def queryset(self, request, queryset):
@@ -29,6 +30,8 @@ class TriageFilter(admin.SimpleListFilter):
             return queryset.filter(state__in=(RawEventState.PENDING, *DLQ_STATES))
         if self.value() == "no_connection":
             return queryset.filter(state=RawEventState.PARKED, process_error=NO_CONNECTION_ERROR)
+        if self.value() == "unmappable":
+            return queryset.filter(UNMAPPABLE)
         return queryset
 
 

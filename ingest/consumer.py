@@ -18,12 +18,12 @@ import logging
 import time
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.payload import Unparseable, payload_parse
-from ingest.registry import Normalizer, NormalizeResult, normalizer_for
+from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
 from ingest.traces import trace_columns, trace_row, traces_insert
 from ingest.users import users_prefetched
 from ops.request_id import reset_request_id, set_request_id
@@ -39,6 +39,9 @@ CLAIMABLE = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING
 # there, their rows park instead of being skipped as unknown.
 NORMALIZER_EXPECTED = frozenset({"body", "lab_report"})
 NOT_CLAIMED = "not_claimed"
+# Errors the same payload raises every time: retrying cannot help, so the row parks at once.
+# (DataError: PostgreSQL refusing a value for its column; OverflowError: SQLite's 64-bit limit.)
+DETERMINISTIC_ERRORS = (ValueOutOfRange, OverflowError, DataError)
 
 
 class _LostClaim(Exception):
@@ -248,6 +251,7 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
                     else TraceLevel.INFO,
                     data={
                         "rows": result.rows,
+                        **(result.detail or {}),
                         **({"error": fields["process_error"]} if fields["process_error"] else {}),
                     },
                 )
@@ -258,11 +262,34 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
         except _LostClaim:
             log.warning("raw event %s: lease lost, another consumer has it", pk)
             return NOT_CLAIMED
+        except DETERMINISTIC_ERRORS as exc:
+            log.warning("raw event %s: %s cannot be stored: %s", pk, row.event_type, exc)
+            return _parked_at_once(row, exc, lease_until, now, began)
         except Exception as exc:
             log.exception("raw event %s: normalizer for %s raised", pk, row.event_type)
             return _failed(row, exc, lease_until, now, began)
     finally:
         reset_request_id(token)
+
+
+def _parked_at_once(
+    row: RawEvent, exc: Exception, lease_until: datetime, now: datetime, began: float
+) -> str:
+    """A deterministic error: park the row with a clear message (no retries with backoff)."""
+    error = f"value_out_of_range: {exc}"[:2000]
+    traces = _outcome_traces(
+        row, "parked", began=began, level=TraceLevel.ERROR, data={"error": error[:500]}
+    )
+    values = {
+        "state": RawEventState.PARKED.value,
+        "process_error": error,
+        "processed_at": None,
+        "next_attempt_at": None,
+    }
+    with transaction.atomic():
+        if not _write_outcome(row.pk, lease_until, values, traces):
+            return NOT_CLAIMED
+    return RawEventState.PARKED.value
 
 
 def _failed(

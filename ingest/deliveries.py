@@ -7,15 +7,18 @@ The webhook is the only caller; raw_event_record's keyword-only signature is a c
 
 import hashlib
 import logging
+import math
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ingest.envelope import Envelope, envelope_read
 from ingest.errors import InvalidSignature
-from ingest.models import RawEventState
+from ingest.models import RawEventState, TerraConnection
 from ingest.payload import Unparseable
 from ingest.queue import raw_event_enqueue
 from ingest.signature import signature_header, signature_verify
@@ -104,16 +107,44 @@ def _insert(
             ordered_at=ordered_at,
             skipped=skipped,
         )
-        if pk is None:
-            return Recorded(None, envelope.event_type, duplicate=True)
-        received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
-        if skipped:
-            _traces_write(pk, request_id, received, ("skipped", {"reason": skipped}))
-        elif raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
-            _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
-        else:
-            _traces_write(pk, request_id, received)
+        if pk is not None:
+            received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
+            if skipped:
+                _traces_write(pk, request_id, received, ("skipped", {"reason": skipped}))
+            elif raw_event_enqueue(raw_event_id=pk, request_id=request_id, trace=False):
+                _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
+            else:
+                _traces_write(pk, request_id, received)
+    # A duplicate is a delivery too: Terra is sending for this connection.
+    connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
+    if pk is None:
+        return Recorded(None, envelope.event_type, duplicate=True)
     return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+
+
+LAST_WEBHOOK_EVERY = timedelta(minutes=1)
+_last_seen: dict[str, float] = {}  # terra_user_id → time.monotonic() of this process's stamp
+
+
+def connection_seen(*, terra_user_id: str, at: datetime) -> None:
+    """terra_connections.last_webhook_at = `at`, at most once a minute per connection: a
+    conditional UPDATE (which holds across processes) behind a per-process memo (so a busy
+    connection costs no statement per delivery). After the delivery's commit and never allowed
+    to fail it: it is a diagnostic (README › When data is missing)."""
+    if not terra_user_id:
+        return
+    now = time.monotonic()
+    if now - _last_seen.get(terra_user_id, -math.inf) < LAST_WEBHOOK_EVERY.total_seconds():
+        return
+    if len(_last_seen) > 100_000:
+        _last_seen.clear()
+    _last_seen[terra_user_id] = now
+    try:
+        TerraConnection.objects.filter(terra_user_id=terra_user_id).filter(
+            Q(last_webhook_at__isnull=True) | Q(last_webhook_at__lte=at - LAST_WEBHOOK_EVERY)
+        ).update(last_webhook_at=at)
+    except DatabaseError:
+        log.warning("could not stamp last_webhook_at for %s", terra_user_id, exc_info=True)
 
 
 _RAW_EVENT_COLUMNS = (

@@ -154,8 +154,6 @@ class DailySummary(TypedRow):
     total_burned_calories = models.FloatField(null=True, blank=True)
     resting_heart_rate = models.FloatField(null=True, blank=True)
     heart_rate_variability = models.FloatField(null=True, blank=True)
-    # True once a sleep event wrote resting_heart_rate/heart_rate_variability: sleep's values win.
-    vitals_from_sleep = models.BooleanField(default=False)
     fatburn_active_zone_minutes = models.FloatField(null=True, blank=True)
     cardio_active_zone_minutes = models.FloatField(null=True, blank=True)
     peak_active_zone_minutes = models.FloatField(null=True, blank=True)
@@ -178,6 +176,13 @@ class DailySummary(TypedRow):
     spo2 = models.FloatField(null=True, blank=True)
     respiratory_rate = models.FloatField(null=True, blank=True)
     skin_temperature = models.FloatField(null=True, blank=True)
+    # How the row was merged (ingest/daily_merge.py): the ordering time of the daily delivery
+    # that last wrote the daily columns, the sleep session the sleep columns come from, and each
+    # feeder's own value of the columns several event types feed ({"daily": {...}, "sleep":
+    # {...}}), from which those columns are recomputed by a fixed precedence.
+    daily_ordered_at = models.DateTimeField(null=True, blank=True)
+    sleep_record_key = models.CharField(max_length=255, blank=True, default="")
+    feeds = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "daily_summary"
@@ -194,7 +199,14 @@ class DailySummary(TypedRow):
 
 
 class SleepSession(TypedRow):
+    # Terra's metadata.summary_id, or "start:<UTC ISO start>" when the payload has none: a
+    # revision with the same summary_id updates this row even when its start moved.
+    record_key = models.CharField(max_length=255)
+    # The ordering time of the delivery that last wrote the row (newest wins).
+    ordered_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField()
+    # The calendar date written in metadata.end_time: the daily_summary row it feeds.
+    wake_date = models.DateField(null=True, blank=True)
     end_time = models.DateTimeField(null=True, blank=True)
     is_nap = models.BooleanField(null=True, blank=True)
     sleep_minutes = models.FloatField(null=True, blank=True)
@@ -216,16 +228,24 @@ class SleepSession(TypedRow):
         db_table = "sleep_sessions"
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "source", "start_time"], name="sleep_sessions_unique"
+                fields=["user", "source", "record_key"], name="sleep_sessions_record"
             )
         ]
-        indexes = [models.Index(fields=["user", "updated_at"], name="sleep_sessions_sync")]
+        indexes = [
+            models.Index(fields=["user", "updated_at"], name="sleep_sessions_sync"),
+            # The daily merge picks the night's session among those waking on one date.
+            models.Index(fields=["user", "source", "wake_date"], name="sleep_sessions_wake"),
+        ]
 
     def __str__(self):
         return f"{self.user} {self.source} sleep {self.start_time:%Y-%m-%d %H:%M}"
 
 
 class Activity(TypedRow):
+    # Terra's metadata.summary_id, or "start:<UTC ISO start>" when the payload has none.
+    record_key = models.CharField(max_length=255)
+    # The ordering time of the delivery that last wrote the row (newest wins).
+    ordered_at = models.DateTimeField(null=True, blank=True)
     start_time = models.DateTimeField()
     end_time = models.DateTimeField(null=True, blank=True)
     name = models.CharField(max_length=255, blank=True, null=True)
@@ -243,7 +263,7 @@ class Activity(TypedRow):
         verbose_name_plural = "activities"
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "source", "start_time"], name="activities_unique"
+                fields=["user", "source", "record_key"], name="activities_record"
             )
         ]
         indexes = [models.Index(fields=["user", "updated_at"], name="activities_sync")]

@@ -11,12 +11,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NormalizeResult:
-    """ok=False parks the row with `error`; `skipped` acknowledges it without storing anything."""
+    """ok=False parks the row with `error`; `skipped` acknowledges it without storing anything.
+    `detail` goes into the outcome trace (unmapped items, absent fields, stale columns)."""
 
     ok: bool
     rows: int = 0
     skipped: str | None = None
     error: str | None = None
+    detail: dict | None = None
+
+
+class ValueOutOfRange(ValueError):
+    """A delivered value can never be stored in its column (steps = 1e20 in an integer
+    column). Retrying cannot help: the consumer parks the row at once with this message."""
 
 
 Normalizer = Callable[["RawEvent"], NormalizeResult]

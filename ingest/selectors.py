@@ -21,6 +21,9 @@ from ingest.registry import user_tables
 from ops.durations import parse_timedelta
 
 DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
+UNMAPPABLE_PREFIX = "skipped:unmappable:"
+# Deliveries that had data but mapped to nothing: acknowledged, yet an operator must see them.
+UNMAPPABLE = Q(state=RawEventState.SKIPPED, process_error__startswith=UNMAPPABLE_PREFIX)
 NO_CONNECTION_ERROR = "no_connection_for_terra_user"
 
 
@@ -106,8 +109,9 @@ def raw_events(*, filters: dict | None = None) -> QuerySet[RawEvent]:
 
 
 def dlq_rows(*, filters: dict | None = None) -> QuerySet[RawEvent]:
-    """Parked, retrying or dead rows (never skipped or done), newest first."""
-    return raw_events(filters=filters).filter(state__in=DLQ_STATES)
+    """Parked, retrying or dead rows, and skipped rows that mapped to nothing
+    (`skipped:unmappable:<reason>`); never other skipped or done rows. Newest first."""
+    return raw_events(filters=filters).filter(Q(state__in=DLQ_STATES) | UNMAPPABLE)
 
 
 def raw_event_get(*, raw_event_id) -> RawEvent:

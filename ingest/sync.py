@@ -29,7 +29,7 @@ MAX_LIMIT = 2000
 SERVER_TIME_OVERLAP = timedelta(seconds=5)
 _SPACED_OFFSET = re.compile(r"([T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?) (\d{2}(?::?\d{2})?)$")
 # Bulky or private columns the client has no use for (the raw Terra payload stays server-side).
-EXCLUDED_FIELDS = {"user", "raw", "payload", "terra_response"}
+EXCLUDED_FIELDS = {"user", "raw", "payload", "terra_response", "feeds"}
 
 
 @dataclass(frozen=True)

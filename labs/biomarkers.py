@@ -41,9 +41,11 @@ class Measurement:
 
 
 def biomarker_upsert(
-    *, user_id: int, source: str, measurement: Measurement, lab_upload_id=None
+    *, user_id: int, source: str, measurement: Measurement, lab_upload_id=None, ordered_at=None
 ) -> int | None:
-    """Insert or merge one biomarker; the code is the canonical one for raw_code."""
+    """Insert or merge one biomarker; the code is the canonical one for raw_code. With
+    `ordered_at` (body deliveries) a delivery older than the one that wrote the row changes
+    nothing (newest wins, DESIGN §4)."""
     m = measurement
     return upsert_keep_non_null(
         Biomarker,
@@ -63,5 +65,7 @@ def biomarker_upsert(
             "reference_high": m.reference_high,
             "status": m.status,
             "lab_upload_id": lab_upload_id,
+            **({"ordered_at": ordered_at} if ordered_at is not None else {}),
         },
+        ordered_by="ordered_at" if ordered_at is not None else None,
     )

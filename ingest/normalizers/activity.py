@@ -1,18 +1,19 @@
-"""`activity` deliveries → activities, one row per (user, source, start time)."""
+"""`activity` deliveries → activities, one row per (user, source, summary_id)."""
 
 from ingest.models import Activity, RawEvent
 from ingest.normalizers.common import (
-    data_items,
+    MappingReport,
     dig,
     instant,
     integer,
     not_connected,
     number,
+    record_key,
     resolve,
     source_of,
 )
 from ingest.registry import NormalizeResult, register
-from ingest.upsert import upsert_keep_non_null
+from ingest.upsert import Upserted, upsert_newest
 
 
 def activity_values(item: dict) -> dict:
@@ -39,19 +40,28 @@ def activity_values(item: dict) -> dict:
 
 @register("activity")
 def normalize_activity(raw_event: RawEvent) -> NormalizeResult:
+    """One row per (user, source, metadata.summary_id) — by start time when the id is absent —
+    written unless a newer delivery of the same activity already was (newest wins)."""
     user = resolve(raw_event)
     if user is None:
         return not_connected()
     source = source_of(raw_event)
-    rows = 0
-    for item in data_items(raw_event):
+    report = MappingReport(raw_event)
+    for item in report.items():
         start = instant(dig(item, "metadata", "start_time"))
-        if start is None:
+        key = record_key(item, start)
+        if start is None or key is None:
+            report.unmapped(item, "bad_start_time")
             continue
-        upsert_keep_non_null(
+        values = activity_values(item)
+        if not report.mapped({name: value for name, value in values.items() if name != "raw"}):
+            continue
+        outcome = upsert_newest(
             Activity,
-            key={"user_id": user.pk, "source": source, "start_time": start},
-            values=activity_values(item),
+            key={"user_id": user.pk, "source": source, "record_key": key},
+            values={**values, "start_time": start, "ordered_at": raw_event.ordered_at},
         )
-        rows += 1
-    return NormalizeResult(ok=True, rows=rows)
+        report.written(
+            outcome is Upserted.WRITTEN, stale=["activity"] if outcome is Upserted.STALE else ()
+        )
+    return report.result()

@@ -2,6 +2,7 @@
 user lookup, and the source name."""
 
 import re
+from collections import Counter
 from datetime import UTC, date, datetime
 
 from ingest.models import RawEvent
@@ -85,3 +86,102 @@ def resolve(raw_event: RawEvent):
 
 def not_connected() -> NormalizeResult:
     return NormalizeResult(ok=False, error=NO_CONNECTION)
+
+
+def record_key(item: dict, start: datetime | None) -> str | None:
+    """Terra's record identity for activity and sleep: metadata.summary_id, or the start time
+    when the payload carries no id (None when it has neither)."""
+    summary_id = dig(item, "metadata", "summary_id")
+    if isinstance(summary_id, str) and summary_id.strip():
+        return summary_id.strip()[:255]
+    if start is None:
+        return None
+    return f"start:{start.astimezone(UTC).isoformat()}"
+
+
+# Terra's current payload version; envelopes dated earlier are the legacy (2021-era) shapes.
+CURRENT_VERSION = "2022-03-16"
+# Top-level item keys of the legacy shapes, which had no `metadata` object.
+_LEGACY_ITEM_KEYS = frozenset({"date", "summary_date", "start_time", "end_time", "timestamp"})
+
+
+class MappingReport:
+    """What a data normalizer made of one delivery (issue 10 §3): which items it could map,
+    why the others were not, and which expected fields mapped items lacked.
+
+    result() turns it into the outcome: a delivery with items that yields no row ends
+    `skipped:unmappable:<reason>` (never `processed` with 0 rows); otherwise the counts go to
+    the outcome trace."""
+
+    def __init__(self, raw_event: RawEvent):
+        self.payload = raw_event.payload if isinstance(raw_event.payload, dict) else {}
+        self.reasons: Counter[str] = Counter()
+        self.absent: Counter[str] = Counter()
+        self.rows = 0
+        self.changed = 0
+        self.stale: Counter[str] = Counter()
+        self.empty = False
+
+    def items(self) -> list[dict]:
+        """The items worth mapping; the others are counted with their reason."""
+        if "data" not in self.payload:
+            self.reasons["missing_data"] += 1
+            return []
+        data = self.payload["data"]
+        if not isinstance(data, list):
+            self.reasons["data_not_a_list"] += 1
+            return []
+        self.empty = not data
+        kept = []
+        for item in data:
+            if not isinstance(item, dict):
+                self.reasons["item_not_an_object"] += 1
+            elif not isinstance(item.get("metadata"), dict):
+                legacy = _LEGACY_ITEM_KEYS.intersection(item)
+                self.reasons["legacy_shape" if legacy else "missing_metadata"] += 1
+            else:
+                kept.append(item)
+        return kept
+
+    def unmapped(self, item: dict, reason: str) -> None:
+        self.reasons[reason] += 1
+
+    def mapped(self, values: dict) -> bool:
+        """One item mapped: the columns it left empty are counted as absent fields. An item
+        with no value at all is not mapped (`no_known_fields`): False, write nothing."""
+        if all(value is None for value in values.values()):
+            self.reasons["no_known_fields"] += 1
+            return False
+        self.rows += 1
+        for name, value in values.items():
+            if value is None:
+                self.absent[name] += 1
+        return True
+
+    def written(self, changed: bool, *, stale=()) -> None:
+        self.changed += bool(changed)
+        for name in stale:
+            self.stale[name] += 1
+
+    def _legacy_version(self) -> bool:
+        version = self.payload.get("version")
+        return isinstance(version, str) and version[:10] < CURRENT_VERSION
+
+    def detail(self) -> dict:
+        detail: dict = {"changed": self.changed}
+        if self.reasons:
+            detail["unmapped"] = dict(self.reasons)
+        if self.absent:
+            detail["absent_fields"] = dict(sorted(self.absent.items()))
+        if self.stale:
+            # A newer delivery of the same record already wrote these: left as they were.
+            detail["stale"] = dict(sorted(self.stale.items()))
+        return detail
+
+    def result(self) -> NormalizeResult:
+        if self.rows == 0 and self.reasons:
+            reason = "legacy_shape" if self._legacy_version() else self.reasons.most_common(1)[0][0]
+            return NormalizeResult(
+                ok=True, skipped=f"unmappable:{reason}", detail={"unmapped": dict(self.reasons)}
+            )
+        return NormalizeResult(ok=True, rows=self.rows, detail=self.detail())

@@ -1,11 +1,9 @@
 """`daily` deliveries → daily_summary, one row per (user, source, written date)."""
 
-from django.db import connection
-from django.utils import timezone
-
-from ingest.models import DailySummary, RawEvent
+from ingest.daily_merge import daily_merge
+from ingest.models import RawEvent
 from ingest.normalizers.common import (
-    data_items,
+    MappingReport,
     dig,
     integer,
     minutes,
@@ -16,11 +14,6 @@ from ingest.normalizers.common import (
     written_date,
 )
 from ingest.registry import NormalizeResult, register
-from ingest.upsert import upsert_keep_non_null
-
-# Sleep's resting HR / HRV win over the daily's: once a sleep wrote them (vitals_from_sleep),
-# a daily — early or late — must not replace them.
-VITALS = ("resting_heart_rate", "heart_rate_variability")
 
 
 def daily_values(item: dict) -> dict:
@@ -50,53 +43,29 @@ def daily_vitals(item: dict) -> dict:
     }
 
 
-def _write_vitals_unless_from_sleep(key: dict, vitals: dict) -> None:
-    """One conditional UPDATE (atomic on both databases), so a sleep landing concurrently still
-    wins: the row is only touched while vitals_from_sleep is false and a value differs. Plain
-    SQL because it runs for every daily item and the ORM's update() cost more than the
-    statement; `col IS NULL OR col <> v` is what the ORM wrote for ~Q(col=v)."""
-    present = {name: value for name, value in vitals.items() if value is not None}
-    if not present:
-        return
-    q, ops = connection.ops.quote_name, connection.ops
-    assignments = ", ".join(f"{q(name)} = %s" for name in [*present, "updated_at"])
-    differs = " OR ".join(f"{q(name)} IS NULL OR {q(name)} <> %s" for name in present)
-    sql = (
-        f"UPDATE {q(DailySummary._meta.db_table)} SET {assignments} "
-        f"WHERE {q('user_id')} = %s AND {q('source')} = %s AND {q('date')} = %s "
-        f"AND {q('vitals_from_sleep')} = %s AND ({differs})"
-    )
-    params = [
-        *present.values(),
-        ops.adapt_datetimefield_value(timezone.now()),
-        key["user_id"],
-        key["source"],
-        ops.adapt_datefield_value(key["date"]),
-        False,
-        *present.values(),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
 @register("daily")
 def normalize_daily(raw_event: RawEvent) -> NormalizeResult:
+    """Each item merges into daily_summary on the date written in metadata.start_time (Terra's
+    record identity for daily: the local 24-hour window), column by column, newest wins."""
     user = resolve(raw_event)
     if user is None:
         return not_connected()
     source = source_of(raw_event)
-    rows = 0
-    for item in data_items(raw_event):
+    report = MappingReport(raw_event)
+    for item in report.items():
         day = written_date(dig(item, "metadata", "start_time"))
         if day is None:
+            report.unmapped(item, "bad_start_time")
             continue
-        key = {"user_id": user.pk, "source": source, "date": day}
-        upsert_keep_non_null(
-            DailySummary,
-            key=key,
-            values={**daily_values(item), "vitals_from_sleep": False},
-            keep_existing={"vitals_from_sleep"},
+        values = {**daily_values(item), **daily_vitals(item)}
+        if not report.mapped(values):
+            continue
+        merged = daily_merge(
+            user_id=user.pk,
+            source=source,
+            day=day,
+            values=values,
+            ordered_at=raw_event.ordered_at,
         )
-        _write_vitals_unless_from_sleep(key, daily_vitals(item))
-        rows += 1
-    return NormalizeResult(ok=True, rows=rows)
+        report.written(merged.written, stale=merged.stale)
+    return report.result()

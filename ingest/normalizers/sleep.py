@@ -1,26 +1,24 @@
-"""`sleep` deliveries → sleep_sessions (one per start time) and merged into daily_summary on the
+"""`sleep` deliveries → sleep_sessions (one per summary_id) and merged into daily_summary on the
 wake date (the calendar date written in metadata.end_time)."""
 
-from ingest.models import DailySummary, RawEvent, SleepSession
+from datetime import date
+
+from ingest.daily_merge import sleep_merge
+from ingest.models import RawEvent, SleepSession
 from ingest.normalizers.common import (
-    data_items,
+    MappingReport,
     dig,
     instant,
     minutes,
     not_connected,
     number,
+    record_key,
     resolve,
     source_of,
     written_date,
 )
 from ingest.registry import NormalizeResult, register
-from ingest.upsert import upsert_keep_non_null
-
-
-def _percent(part: float | None, whole: float | None) -> float | None:
-    if part is None or not whole:
-        return None
-    return part / whole * 100
+from ingest.upsert import Upserted, upsert_newest
 
 
 def sleep_figures(item: dict) -> dict:
@@ -51,76 +49,83 @@ def sleep_figures(item: dict) -> dict:
     return figures
 
 
-def daily_sleep_values(item: dict, figures: dict) -> dict:
-    asleep, awake = figures["sleep_minutes"], figures["awake_minutes"]
-    in_bed = asleep + awake if asleep is not None and awake is not None else None
-    values = {
-        name: figures[name]
-        for name in (
-            "sleep_minutes",
-            "deep_sleep_minutes",
-            "rem_sleep_minutes",
-            "light_sleep_minutes",
-            "awake_minutes",
-            "resting_heart_rate",
-            "heart_rate_variability",
-            "spo2",
-            "respiratory_rate",
-            "skin_temperature",
-            "sleep_score",
-            "recovery_score",
-        )
-    }
-    values.update(
-        deep_sleep_percent=_percent(figures["deep_sleep_minutes"], in_bed),
-        rem_sleep_percent=_percent(figures["rem_sleep_minutes"], in_bed),
-        light_sleep_percent=_percent(figures["light_sleep_minutes"], in_bed),
-        awake_percent=_percent(awake, in_bed),
-        bed_time=instant(dig(item, "metadata", "start_time")),
-        wake_up_time=instant(dig(item, "metadata", "end_time")),
+def efficiency_percent(value) -> float | None:
+    """sleep_efficiency on a 0–100 scale: providers send a fraction (0.89) or a percentage
+    (91.5); values that are neither are dropped."""
+    figure = number(value)
+    if figure is None or figure < 0:
+        return None
+    if figure <= 1:
+        figure *= 100
+    return figure if figure <= 100 else None
+
+
+def _stored_wake(user_id: int, source: str, key: str) -> tuple[date | None, bool] | None:
+    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision."""
+    return (
+        SleepSession.objects.filter(user_id=user_id, source=source, record_key=key)
+        .values_list("wake_date", "is_nap")
+        .first()
     )
-    return values
 
 
 @register("sleep")
 def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
+    """Each item is one session, identified by (user, source, metadata.summary_id) — by its
+    start when the id is absent — written when no newer delivery of it was; then the daily rows
+    of the wake dates it affects are re-merged (daily_merge.sleep_merge)."""
     user = resolve(raw_event)
     if user is None:
         return not_connected()
     source = source_of(raw_event)
-    rows = 0
-    for item in data_items(raw_event):
+    report = MappingReport(raw_event)
+    for item in report.items():
         start = instant(dig(item, "metadata", "start_time"))
-        if start is None:
+        key = record_key(item, start)
+        if start is None or key is None:
+            report.unmapped(item, "bad_start_time")
             continue
         figures = sleep_figures(item)
         is_nap = dig(item, "metadata", "is_nap")
-        upsert_keep_non_null(
+        end_time = dig(item, "metadata", "end_time")
+        values = {
+            **figures,
+            "end_time": instant(end_time),
+            "is_nap": is_nap if isinstance(is_nap, bool) else None,
+            "sleep_efficiency": efficiency_percent(
+                dig(item, "sleep_durations_data", "sleep_efficiency")
+            ),
+        }
+        if not report.mapped(values):
+            continue
+        before = _stored_wake(user.pk, source, key)
+        outcome = upsert_newest(
             SleepSession,
-            key={"user_id": user.pk, "source": source, "start_time": start},
+            key={"user_id": user.pk, "source": source, "record_key": key},
             values={
-                **figures,
-                "end_time": instant(dig(item, "metadata", "end_time")),
-                "is_nap": is_nap if isinstance(is_nap, bool) else None,
-                "sleep_efficiency": number(dig(item, "sleep_durations_data", "sleep_efficiency")),
+                **values,
+                "start_time": start,
+                "wake_date": written_date(end_time),  # the daily row it feeds
+                "ordered_at": raw_event.ordered_at,
                 "raw": item,
             },
         )
-        rows += 1
-        wake_date = written_date(dig(item, "metadata", "end_time"))
-        # A nap must not overwrite the night's figures on the day it happened.
-        if wake_date is None or is_nap is True:
+        if outcome is Upserted.STALE:
+            report.written(False, stale=["sleep_session"])
             continue
-        values = daily_sleep_values(item, figures)
-        from_sleep = (
-            values["resting_heart_rate"] is not None or values["heart_rate_variability"] is not None
+        changed = outcome is Upserted.WRITTEN
+        # The upsert keeps stored values where this item has none (COALESCE): so does this.
+        wake, nap = written_date(end_time), values["is_nap"]
+        after = (
+            wake if wake is not None else (before[0] if before else None),
+            nap if nap is not None else (before[1] if before else None),
         )
-        upsert_keep_non_null(
-            DailySummary,
-            key={"user_id": user.pk, "source": source, "date": wake_date},
-            values={**values, "vitals_from_sleep": from_sleep},
-            # A sleep without vitals must not release the daily's claim on them either way.
-            keep_existing=set() if from_sleep else {"vitals_from_sleep"},
-        )
-        rows += 1
-    return NormalizeResult(ok=True, rows=rows)
+        days = {}
+        for stored in (before, after):
+            if stored is not None and stored[0] is not None:
+                # A nap never feeds the daily row; the day it counted for is re-merged.
+                days[stored[0]] = days.get(stored[0], False) or stored[1] is not True
+        for day, counts in sorted(days.items()):
+            changed |= sleep_merge(user_id=user.pk, source=source, day=day, create=counts)
+        report.written(changed)
+    return report.result()

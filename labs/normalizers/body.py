@@ -11,7 +11,7 @@ from datetime import date
 
 from django.db import transaction
 
-from ingest.normalizers.common import not_connected, resolve
+from ingest.normalizers.common import MappingReport, not_connected, resolve
 from ingest.registry import NormalizeResult, register
 from ingest.traces import trace_write
 from labs.biomarkers import Measurement, biomarker_upsert
@@ -103,7 +103,12 @@ def normalize_body(raw_event) -> NormalizeResult:
     with transaction.atomic():
         for day, values in sorted(days.items()):
             for measurement in day_measurements(day, values):
-                biomarker_upsert(user_id=user.pk, source=source, measurement=measurement)
+                biomarker_upsert(
+                    user_id=user.pk,
+                    source=source,
+                    measurement=measurement,
+                    ordered_at=raw_event.ordered_at,
+                )
                 written += 1
     if glucose:
         trace_write(
@@ -115,4 +120,13 @@ def normalize_body(raw_event) -> NormalizeResult:
     if written == 0 and glucose:
         # Nothing stored but glucose: acknowledged as skipped so the row does not look empty.
         return NormalizeResult(ok=True, skipped=f"glucose_only:{glucose}")
+    if written == 0:
+        # Nothing mapped: say why (unmappable:<reason>) rather than "processed" with 0 rows.
+        report = MappingReport(raw_event)
+        items = report.items()
+        if items:
+            reason = "bad_start_time" if not days else "no_measurements"
+            for item in items:
+                report.unmapped(item, reason)
+        return report.result()
     return NormalizeResult(ok=True, rows=written)

@@ -21,12 +21,15 @@ def make_year(user, *, start=None, days=365):
         daily.append(
             DailySummary(user=user, source="garmin", date=at.date(), steps=d, updated_at=at)
         )
-        sleep.append(SleepSession(user=user, source="oura", start_time=at, updated_at=at))
+        sleep.append(
+            SleepSession(user=user, source="oura", record_key=f"s{d}", start_time=at, updated_at=at)
+        )
         for k in range(3 if d % 2 else 4):
             acts.append(
                 Activity(
                     user=user,
                     source="garmin",
+                    record_key=f"a{d}-{k}",
                     start_time=at + timedelta(hours=k + 1),
                     activity_type=k,
                     updated_at=at,  # several rows share one updated_at: the id breaks ties
