@@ -156,13 +156,6 @@ def in_scope(token_scope: str, scope: str) -> bool:
     return token_scope == scope or token_scope.startswith(scope + ".")
 
 
-def scope_alive(state: RunState, scope: str) -> bool:
-    return any(
-        t.status in (PENDING, EXECUTING, WAITING) and in_scope(t.scope, scope)
-        for t in state.tokens.values()
-    )
-
-
 def advance_clock(state: RunState, now_ms: int) -> None:
     state.clock_ms = max(state.clock_ms, now_ms)
 

@@ -227,15 +227,16 @@ def write_projection(run_pk: int, engine_run: int, events: list[dict], rows: lis
         )
         for e in events
     )
+    # One upsert for new and changed tokens alike (an UPDATE per token made a 100-branch
+    # fan-in's write take seconds); created_at stays the first write's.
     GraphToken.objects.bulk_create(
-        GraphToken(run_id=run_pk, engine_run=engine_run, created_at=now, updated_at=now, **row)
-        for new, row in rows
-        if new
+        [
+            GraphToken(run_id=run_pk, engine_run=engine_run, created_at=now, updated_at=now, **row)
+            for _, row in rows
+        ],
+        update_conflicts=True,
+        unique_fields=["run", "engine_run", "path_id"],
+        update_fields=["status", "output", "error", "updated_at"],
     )
-    for new, row in rows:
-        if not new:
-            GraphToken.objects.filter(
-                run_id=run_pk, engine_run=engine_run, path_id=row["path_id"]
-            ).update(status=row["status"], output=row["output"], error=row["error"], updated_at=now)
     if context is not None:
         GraphRun.objects.filter(pk=run_pk).update(context=context, updated_at=now)
