@@ -69,7 +69,12 @@ def database_from_url(url: str) -> dict:
         # Persistent connections: django-q2 otherwise reconnects for every broker operation.
         "CONN_MAX_AGE": env_int("CONN_MAX_AGE", 600),
         "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": dict(parse_qsl(parts.query)),
+        # connect_timeout: a database that accepts TCP but never answers fails the connect
+        # in seconds instead of hanging a request or a worker (the URL's query may override).
+        "OPTIONS": {
+            "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
+            **dict(parse_qsl(parts.query)),
+        },
         "TEST": {"NAME": env_str("TEST_DATABASE_NAME") or None},
     }
 
@@ -200,6 +205,13 @@ TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS",
 TERRA_DEMO_MODE = not TERRA_API_KEY
 TERRA_WEBHOOK_MAX_BYTES = env_int("TERRA_WEBHOOK_MAX_BYTES", 50 * 1024 * 1024)
 # Where the demo simulator posts its webhooks (the running web server).
+# The webhook's database work waits at most this long, then answers 503 + Retry-After (a frozen
+# database never answers; Terra gives up after about 8 s). 0 runs it inline (the test suite).
+TERRA_WEBHOOK_DB_DEADLINE_SECONDS = float(env_str("TERRA_WEBHOOK_DB_DEADLINE_SECONDS", "4"))
+# A consumer's claim on a row lasts this long: a row whose worker died runs again after it.
+INGEST_LEASE_SECONDS = float(env_str("INGEST_LEASE_SECONDS", "90"))
+# The in-cluster poller that runs rows due again (retries, parked backoff, expired leases); 0 off.
+INGEST_POLL_SECONDS = float(env_str("INGEST_POLL_SECONDS", "1"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)

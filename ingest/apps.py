@@ -14,3 +14,10 @@ class IngestConfig(AppConfig):
         register_user_table(UserTable("daily_summary", DailySummary))
         register_user_table(UserTable("sleep_sessions", SleepSession))
         register_user_table(UserTable("activities", Activity))
+        # Rows due again (retries, parked backoff, dead workers' leases) run within a second:
+        # a poller thread in each qcluster worker process (ingest.due).
+        from django_q.signals import post_spawn
+
+        from ingest.due import poller_start
+
+        post_spawn.connect(poller_start, dispatch_uid="ingest-due-poller")

@@ -1,11 +1,15 @@
 """The consumer: claim raw events, run their normalizer, and move each row through the state
 machine of DESIGN §4 (pending → processed | skipped | parked | retrying → dead).
 
-One consumer run (a django-q2 task for one row) also claims up to BATCH other pending rows, so
-throughput is not capped by the queue's per-task overhead. Claims are compare-and-set updates
-that take a lease (next_attempt_at = now + LEASE) and count the attempt, so two workers never
-normalize the same row at once; on PostgreSQL the batch claim adds FOR UPDATE SKIP LOCKED so
-concurrent consumers take different rows instead of queueing on the same ones.
+One consumer run (a django-q2 task for one row) also claims up to BATCH other rows, so
+throughput is not capped by the queue's per-task overhead: rows due again first (retries whose
+backoff is over, then parked rows due on their own backoff), then pending rows. Claims are
+compare-and-set updates that take a lease (next_attempt_at = now + lease()) and count the
+attempt, so two workers never normalize the same row at once, and a row whose worker died is
+claimable again when its lease runs out (ingest.due publishes it within a second). A row
+claimed MAX_ATTEMPTS times without an outcome (its worker was killed each time: OOM, segfault)
+is dead at its next claim instead of being run again. On PostgreSQL the batch claim adds FOR
+UPDATE SKIP LOCKED so concurrent consumers take different rows.
 
 Steps for one claimed row:
 1. load it and pick its normalizer (registry; "no_normalizer" parks, unknown types are skipped);
@@ -18,6 +22,7 @@ import logging
 import time
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
@@ -30,9 +35,15 @@ from ops.request_id import reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
 
-LEASE = timedelta(minutes=5)
 MAX_ATTEMPTS = 5
 BACKOFF_BASE = timedelta(seconds=30)
+# Parked rows (the normalizer said not ok) are tried again on a backoff that grows with their
+# age (half of it, from 30 s to 1 h) while they are younger than PARK_WINDOW; after that they
+# wait for an operator.
+PARK_BACKOFF_MIN = timedelta(seconds=30)
+PARK_BACKOFF_MAX = timedelta(hours=1)
+PARK_WINDOW = timedelta(hours=24)
+NO_CONNECTION = "no_connection_for_terra_user"  # released by the auth event, not by time
 BATCH = 10
 CLAIMABLE = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
 # Types whose normalizer lives in another app (labs registers them in ready()); until it is
@@ -48,14 +59,34 @@ class _LostClaim(Exception):
     """Our lease expired and another consumer took the row: roll back, write nothing."""
 
 
+def lease() -> timedelta:
+    """How long a claim holds its row: a row whose worker died is claimable again after this
+    (INGEST_LEASE_SECONDS, 90 s by default: recovered within 2 minutes)."""
+    return timedelta(seconds=float(getattr(settings, "INGEST_LEASE_SECONDS", 90)))
+
+
 def backoff(attempts: int) -> timedelta:
     """Delay before the next try after `attempts` failed ones: 30 s, 1 min, 2 min, 4 min."""
     return BACKOFF_BASE * (2 ** max(attempts - 1, 0))
 
 
+def park_backoff(age: timedelta) -> timedelta:
+    """Delay before a parked row is tried again: half its age, within 30 s … 1 h."""
+    return min(max(age / 2, PARK_BACKOFF_MIN), PARK_BACKOFF_MAX)
+
+
 # Claims return the claimed rows themselves (UPDATE … RETURNING): claiming and loading a row is
 # one round trip. SQLite has RETURNING since 3.35.
-_ROW_COLUMNS = ", ".join(f.column for f in RawEvent._meta.concrete_fields)
+# A claim returns bodies up to INLINE_BODY_BYTES with its rows; a bigger body is left out
+# (NULL) and loaded when its row's turn comes, so a batch holds at most one big body at a time
+# however many big rows are pending (memory bounded by bytes, not by the row count).
+INLINE_BODY_BYTES = 1024 * 1024
+_ROW_COLUMNS = ", ".join(
+    f"CASE WHEN length(body) <= {INLINE_BODY_BYTES} THEN body END AS body"
+    if f.column == "body"
+    else f.column
+    for f in RawEvent._meta.concrete_fields
+)
 _DUE = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
 
 
@@ -63,8 +94,15 @@ def _claimed(sql: str, params: list) -> list[RawEvent]:
     return sorted(RawEvent.objects.raw(sql, params), key=lambda row: row.pk)
 
 
+def _with_body(row: RawEvent) -> RawEvent:
+    """Load a body the claim left out (too big to travel with the batch)."""
+    if row.body is None:
+        row.body = RawEvent.objects.filter(pk=row.pk).values_list("body", flat=True).get()
+    return row
+
+
 def _claim_one(pk: int, now: datetime) -> tuple[RawEvent | None, datetime]:
-    lease_until = now + LEASE
+    lease_until = now + lease()
     ops = connection.ops
     states = ", ".join(["%s"] * len(CLAIMABLE))
     rows = _claimed(
@@ -81,28 +119,42 @@ def _claim_one(pk: int, now: datetime) -> tuple[RawEvent | None, datetime]:
 
 
 def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
-    """Claim up to `limit` pending rows (oldest first) in one statement."""
-    lease_until = now + LEASE
+    """Claim up to `limit` rows in one statement: rows due again first (retries, then expired
+    leases, then parked rows, oldest due first), then pending rows oldest first. Due rows are
+    few and come first so a backlog of new deliveries never delays a retry."""
+    lease_until = now + lease()
     ops = connection.ops
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
-    # A CTE, not "id IN (SELECT … LIMIT)": PostgreSQL may re-run such a subquery and claim
+    states = ", ".join(["%s"] * len(CLAIMABLE))
+    # CTEs, not "id IN (SELECT … LIMIT)": PostgreSQL may re-run such a subquery and claim
     # more than `limit` rows; a locking CTE is evaluated exactly once.
     sql = (
-        f"WITH picked AS (SELECT id FROM raw_events WHERE state = %s AND {_DUE} "
-        f"ORDER BY id LIMIT %s{skip_locked}) "
+        f"WITH again AS (SELECT id FROM raw_events WHERE state IN ({states}) "
+        "AND next_attempt_at IS NOT NULL AND next_attempt_at <= %s "
+        "ORDER BY CASE state WHEN %s THEN 0 WHEN %s THEN 1 ELSE 2 END, next_attempt_at, id "
+        f"LIMIT %s{skip_locked}), "
+        "fresh AS (SELECT id FROM raw_events WHERE state = %s AND next_attempt_at IS NULL "
+        f"ORDER BY id LIMIT %s{skip_locked}), "
+        "picked AS (SELECT id FROM again UNION ALL SELECT id FROM fresh) "
         "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
-        f"WHERE id IN (SELECT id FROM picked) AND state = %s AND {_DUE} "
+        f"WHERE id IN (SELECT id FROM picked LIMIT %s) AND state IN ({states}) AND {_DUE} "
         f"RETURNING {_ROW_COLUMNS}"
     )
     stamp = ops.adapt_datetimefield_value(now)
+    claimable = [state.value for state in CLAIMABLE]
     params = [
-        RawEventState.PENDING.value,
+        *claimable,
         stamp,
+        RawEventState.RETRYING.value,
+        RawEventState.PENDING.value,
+        limit,
+        RawEventState.PENDING.value,
         limit,
         ops.adapt_datetimefield_value(lease_until),
-        RawEventState.PENDING.value,
+        limit,
+        *claimable,
         stamp,
     ]
     with transaction.atomic():
@@ -134,7 +186,16 @@ def _normalizer(event_type: str) -> Normalizer:
     return lambda raw_event: NormalizeResult(ok=True, skipped=f"unknown_type:{event_type}")
 
 
-def _outcome_fields(result: NormalizeResult, now: datetime) -> dict:
+def _parked_until(row: RawEvent, error: str, now: datetime) -> datetime | None:
+    """When a parked row is tried again: on its own backoff while it is younger than a day;
+    never by time when it waits for a connection (the auth event releases it) or is older."""
+    age = now - row.received_at
+    if error == NO_CONNECTION or age >= PARK_WINDOW:
+        return None
+    return now + park_backoff(age)
+
+
+def _outcome_fields(result: NormalizeResult, row: RawEvent, now: datetime) -> dict:
     if result.skipped:
         return {
             "state": RawEventState.SKIPPED.value,
@@ -143,10 +204,14 @@ def _outcome_fields(result: NormalizeResult, now: datetime) -> dict:
         }
     if result.ok:
         return {"state": RawEventState.PROCESSED.value, "processed_at": now, "process_error": None}
+    error = (result.error or "not_ok")[:2000]
     return {
         "state": RawEventState.PARKED.value,
         "processed_at": None,
-        "process_error": (result.error or "not_ok")[:2000],
+        "process_error": error,
+        # An outcome, not a failure: the next claims start a fresh count towards dead.
+        "attempts": 0,
+        "next_attempt_at": _parked_until(row, error, now),
     }
 
 
@@ -238,10 +303,13 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     token = set_request_id(row.request_id or "-")
     began = time.perf_counter()
     try:
+        if row.attempts > MAX_ATTEMPTS:
+            return _abandoned(row, lease_until, now, began)
+        _with_body(row)
         try:
             with transaction.atomic():
                 result = _normalizer_for_row(row)(row)
-                fields = _outcome_fields(result, now)
+                fields = _outcome_fields(result, row, now)
                 traces = _outcome_traces(
                     row,
                     _TRACE_FOR_STATE[fields["state"]],
@@ -322,6 +390,28 @@ def _failed(
     return state.value
 
 
+def _abandoned(row: RawEvent, lease_until: datetime, now: datetime, began: float) -> str:
+    """Claimed MAX_ATTEMPTS times with no outcome written: each time its worker died (killed for
+    memory, a segfault, a timeout). Running it again would kill another worker: dead."""
+    error = (
+        f"claimed {MAX_ATTEMPTS} times without an outcome: its worker died each time "
+        "(out of memory, crash or timeout)"
+    )
+    traces = _outcome_traces(
+        row, "dead", began=began, level=TraceLevel.ERROR, data={"error": error}
+    )
+    values = {
+        "state": RawEventState.DEAD.value,
+        "process_error": error,
+        "processed_at": None,
+        "next_attempt_at": None,
+    }
+    with transaction.atomic():
+        if not _write_outcome(row.pk, lease_until, values, traces):
+            return NOT_CLAIMED
+    return RawEventState.DEAD.value
+
+
 def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
     """Claim and normalize one row; returns its new state, or "not_claimed" when it was not
     claimable (already processed, leased by another consumer, or its backoff is not over) —
@@ -336,8 +426,8 @@ def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
 def raw_events_consume_batch(
     raw_event_id: int | None = None, *, batch: int = BATCH, now: datetime | None = None
 ) -> dict[str, int]:
-    """The queue task's body: this row, then up to `batch` other pending rows (all claimed
-    first, then normalized in that order). Returns counts per outcome."""
+    """The queue task's body: this row, then up to `batch` other rows (due again first, then
+    pending; all claimed first, then normalized in that order). Returns counts per outcome."""
     outcomes: dict[str, int] = {}
 
     def count(outcome: str) -> None:
@@ -358,4 +448,7 @@ def raw_events_consume_batch(
     with users_prefetched(row.reference_id for row, _ in claimed):
         for row, lease_until in claimed:
             count(_process(row, lease_until, now or timezone.now()))
+            # Done with it: drop its body and parsed payload before the next row's.
+            row.body = None
+            row.__dict__.pop("_payload_cache", None)
     return outcomes

@@ -4,7 +4,7 @@ rows whose backoff is over) and enqueue them, or consume them here with inline=T
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from ingest.consumer import raw_event_consume
@@ -53,7 +53,14 @@ def drain_candidates(
     wanted = waiting | (Q(state=RawEventState.RETRYING) & not_leased)
     if include_skipped:
         wanted |= Q(state=RawEventState.SKIPPED) & recent
-    return RawEvent.objects.filter(wanted).order_by("received_at", "pk")
+    # Retries first, then pending, then parked: a crowd of parked rows never fills the limit
+    # ahead of a retry (they also run on their own backoff through ingest.due).
+    priority = Case(
+        When(state=RawEventState.RETRYING, then=Value(0)),
+        When(state=RawEventState.PENDING, then=Value(1)),
+        default=Value(2),
+    )
+    return RawEvent.objects.filter(wanted).order_by(priority, "received_at", "pk")
 
 
 def raw_events_drain(

@@ -76,6 +76,15 @@ class RawEvent(models.Model):
                 condition=Q(state__in=["pending", "parked", "retrying", "dead"]),
                 name="raw_events_unfinished",
             ),
+            # Rows due again (retries, parked backoff, expired leases): the due poller and the
+            # consumer's batch claim read them first, every second.
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(
+                    state__in=["pending", "parked", "retrying"], next_attempt_at__isnull=False
+                ),
+                name="raw_events_due",
+            ),
             models.Index(fields=["request_id"], name="raw_events_request_id"),
             # The user overview, the wipe and lab-report lookups match deliveries by reference_id.
             models.Index(fields=["reference_id"], name="raw_events_reference_id"),

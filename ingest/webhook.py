@@ -8,6 +8,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ingest.deadline import DatabaseDeadline, within_deadline
 from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
 from ops.errors import ErrorCode, error_response
@@ -69,12 +70,14 @@ def terra_webhook(request):
         )
     request_id = getattr(request, "request_id", "")
     try:
-        recorded = raw_event_record(body=body, headers=request.headers, request_id=request_id)
+        recorded = within_deadline(
+            raw_event_record, body=body, headers=request.headers, request_id=request_id
+        )
     except IngestError as exc:
         return error_response(exc.status, exc.code, exc.message, **exc.extra)
-    except (OperationalError, InterfaceError) as exc:
+    except (OperationalError, InterfaceError, DatabaseDeadline) as exc:
         # Terra retries 5xx, not 4xx: a transient database fault must never look like a refusal.
-        log.warning("webhook: database unavailable: %s", exc)
+        log.warning("webhook: database unavailable: %r", exc)
         response = error_response(
             503, ErrorCode.DATABASE_UNAVAILABLE, "The database is unavailable; retry shortly."
         )

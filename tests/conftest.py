@@ -68,6 +68,10 @@ def terra():
 def _media_root(settings, tmp_path):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.TERRA_WEBHOOK_SECRETS = ["test-secret"]
+    # The webhook's database work runs inline: the test's transaction is on this thread.
+    settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS = 0
+    # No due-poller thread in this process (django-q2's sync mode sends post_spawn here).
+    settings.INGEST_POLL_SECONDS = 0
 
 
 @pytest.fixture

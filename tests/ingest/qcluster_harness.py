@@ -1,0 +1,43 @@
+"""A real `manage.py qcluster` with extra normalizers for the fault tests and bench/retries.py:
+`noop_test` (always ok), `kill_worker` (SIGKILLs the worker process running it, as an OOM kill
+would) and `hang_once` (on its first claim writes its pid to $HARNESS_PID_FILE and hangs, so
+the caller can kill that worker; later claims are ok).
+Run as a script: python tests/ingest/qcluster_harness.py"""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+from ingest.registry import NormalizeResult, register  # noqa: E402
+
+
+@register("noop_test")
+def _noop(raw_event):
+    return NormalizeResult(ok=True)
+
+
+@register("kill_worker")
+def _kill(raw_event):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@register("hang_once")
+def _hang_once(raw_event):
+    if raw_event.attempts == 1:
+        Path(os.environ["HARNESS_PID_FILE"]).write_text(str(os.getpid()))
+        time.sleep(3600)
+    return NormalizeResult(ok=True)
+
+
+call_command("qcluster")

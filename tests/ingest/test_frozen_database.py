@@ -1,0 +1,158 @@
+"""The webhook answers 503 with Retry-After in time when PostgreSQL is frozen (SIGSTOP: the
+kernel still accepts and ACKs, the server never replies), on a private cluster this test starts
+(port VF_PRIVATE_PG_PORT, 5442 by default) so no other test's database is frozen."""
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import load_fixture, sign
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.postgres_only, pytest.mark.slow]
+PORT = int(os.environ.get("VF_PRIVATE_PG_PORT", "5442"))
+
+
+def _as_postgres(args: list[str], **kwargs):
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    return subprocess.run(prefix + args, check=True, capture_output=True, **kwargs)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def private_postgres():
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    if not bins:
+        pytest.skip("no PostgreSQL server binaries")
+    bin_dir = bins[-1]
+    base = tempfile.mkdtemp(prefix="vf-frozen-")
+    data = os.path.join(base, "data")
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+    _as_postgres([f"{bin_dir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
+    options = f"-p {PORT} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+    _as_postgres(
+        [f"{bin_dir}/pg_ctl", "-D", data, "-o", options, "-l", f"{base}/log", "-w", "start"]
+    )
+    postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
+    try:
+        _as_postgres([f"{bin_dir}/createdb", "-h", "127.0.0.1", "-p", str(PORT), "vf"])
+        yield f"postgres://postgres@127.0.0.1:{PORT}/vf", postmaster
+    finally:
+        for pid in [postmaster, *_children(postmaster)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        _as_postgres([f"{bin_dir}/pg_ctl", "-D", data, "-m", "immediate", "stop"])
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def web(private_postgres, tmp_path):
+    url, postmaster = private_postgres
+    # One sync worker: the request after the freeze meets the persistent connection the first
+    # one opened (a fresh connection would fail on connect_timeout alone).
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": "",
+        "VAR_DIR": str(tmp_path),
+        "TERRA_WEBHOOK_SECRET": "test-secret",
+        "DEBUG": "0",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi:application",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "1",
+            "--timeout",
+            "120",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(f"{base}/webhook/terra", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield base, postmaster
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _deliver(base: str, note: str) -> httpx.Response:
+    payload = load_fixture("daily.json")
+    payload["note"] = note
+    body = json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json", "Terra-Signature": sign(body)}
+    # 30 s: what Terra's side would have long given up on (its budget is about 8 s).
+    return httpx.post(f"{base}/webhook/terra", content=body, headers=headers, timeout=30)
+
+
+def test_a_frozen_database_gets_a_503_with_retry_after_not_a_hang(web):
+    # Seen: with PostgreSQL frozen (not refusing), requests hung until the client gave up at
+    # 30 s, far past Terra's ~8 s budget.
+    base, postmaster = web
+    assert _deliver(base, "before").status_code == 200
+    frozen = [postmaster, *_children(postmaster)]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        response = _deliver(base, "while frozen")
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert response.status_code == 503
+    assert response.json()["code"] == "database_unavailable"
+    assert response.headers["Retry-After"]
+    # Once the database answers again, Terra's retry is accepted (or found a duplicate).
+    retry = _deliver(base, "while frozen")
+    assert retry.status_code == 200
