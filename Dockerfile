@@ -15,6 +15,7 @@ COPY ops ./ops
 COPY workflows ./workflows
 COPY ingest ./ingest
 COPY labs ./labs
+COPY graphs ./graphs
 # A wheel install (not editable): templates and static files come with the packages.
 RUN useradd --system --home-dir /var/lib/vitalflow vitalflow \
     && pip install --no-cache-dir '.[s3]' \

@@ -66,9 +66,19 @@ class WorkflowHarness:
 
     # -- instances -------------------------------------------------------------------------------
 
-    def create(self, name: str, id: str | None = None, params=None, *, run: bool = True) -> str:  # noqa: A002
+    def create(
+        self,
+        name: str,
+        id: str | None = None,  # noqa: A002
+        params=None,
+        *,
+        run: bool = True,
+        priority: int = 5,
+    ) -> str:
         """Create an instance (of the active version) and run until idle; returns its id."""
-        row = services.instance_create(workflow_name=name, instance_id=id, params=params)
+        row = services.instance_create(
+            workflow_name=name, instance_id=id, params=params, priority=priority
+        )
         if run:
             self.run_until_idle()
         return row.instance_id

@@ -19,3 +19,18 @@ def _no_wake_tasks(settings):
 def harness(db):
     with WorkflowHarness(start=START) as h:
         yield h
+
+
+@pytest.fixture
+def fleet():
+    """Registers tests/workflows/fleet_workflows.py (capped workflows) for one test only."""
+    import importlib
+
+    from tests.workflows import fleet_workflows
+    from workflows.authoring import registry
+
+    importlib.reload(fleet_workflows)
+    yield fleet_workflows
+    for name in fleet_workflows.NAMES:
+        for version in registry.versions(name):
+            registry.unregister(name, version)

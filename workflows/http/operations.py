@@ -93,7 +93,9 @@ def instance_action(*, instance: WorkflowInstance, action: str, request=None, ac
         return ACTIONS[action](instance=instance)
 
 
-def instance_create(*, workflow_name: str, instance_id=None, params=None, request=None, actor=None):
+def instance_create(
+    *, workflow_name: str, instance_id=None, params=None, priority=5, request=None, actor=None
+):
     with audited(
         action="workflow_instance.create",
         resource=instance_resource(workflow_name, instance_id),
@@ -101,7 +103,7 @@ def instance_create(*, workflow_name: str, instance_id=None, params=None, reques
         actor=actor,
     ) as facts:
         instance = services.instance_create(
-            workflow_name=workflow_name, instance_id=instance_id, params=params
+            workflow_name=workflow_name, instance_id=instance_id, params=params, priority=priority
         )
         facts["instance_id"] = instance.instance_id
         return instance

@@ -21,7 +21,7 @@ from workflows.http import operations, schema  # noqa: F401 - registers the auth
 from workflows.http import serializers as s
 from workflows.http.pagination import keyset_page
 from workflows.http.permissions import workflows_permission
-from workflows.models import WorkflowDeployment, WorkflowInstance
+from workflows.models import DEFAULT_PRIORITY, WorkflowDeployment, WorkflowInstance
 
 # The HTTP contract of every engine refusal (issue 6); unknown codes keep the engine's hint.
 STATUS_BY_CODE = {
@@ -34,6 +34,7 @@ STATUS_BY_CODE = {
     "invalid_instance_id": 400,
     "invalid_event_type": 400,
     "invalid_payload": 400,
+    "invalid_priority": 400,
     "invalid_duration": 400,
     "invalid_step": 400,
     "invalid_workflow": 400,
@@ -178,6 +179,7 @@ class InstanceListCreateView(WorkflowsView):
             workflow_name=name,
             instance_id=body.validated_data.get("id"),
             params=body.validated_data.get("params"),
+            priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
             request=request,
         )
         return Response(summary(instance), status=201)
