@@ -29,3 +29,4 @@ bench: $(STAMP)
 	$(PY) bench/ingest.py
 	$(PY) bench/sync.py
 	$(PY) bench/workflows.py
+	$(PY) bench/graphs.py

@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "django_q",
     "ops",
     "workflows",
+    "graphs",
     "ingest",
     "labs",
 ]
@@ -224,6 +225,16 @@ WORKFLOWS_WAKE_TASKS = env_bool("WORKFLOWS_WAKE_TASKS", True)
 # Extra authorization per operation: {"create": "pkg.mod.fn", "manage": [...], ...}; see
 # docs/workflows/http.md. Code-only (no env): a policy is a function, not a value.
 WORKFLOWS_POLICIES: dict = {}
+
+# Graph workflows (graphs app): hosts the http action may reach although they resolve to
+# private/loopback addresses ("host:port", comma-separated), and the secrets its headers may
+# name — GRAPHS_SECRET_<NAME> in the environment becomes {"secret": "<NAME>"}.
+GRAPHS_HTTP_ALLOWED_HOSTS = env_list("GRAPHS_HTTP_ALLOWED_HOSTS")
+GRAPHS_HTTP_SECRETS = {
+    key[len("GRAPHS_SECRET_") :]: value
+    for key, value in os.environ.items()
+    if key.startswith("GRAPHS_SECRET_")
+}
 
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")

@@ -10,6 +10,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("ops.urls")),
     path("", include("workflows.urls")),
+    path("", include("graphs.urls")),
     path("", include("ingest.urls")),
     path("", include("labs.urls")),
 ]

@@ -10,7 +10,7 @@ class LabsConfig(AppConfig):
     def ready(self):
         # ingest never imports labs (DESIGN §1): labs plugs itself in here.
         from ingest.registry import UserTable, register_user_table
-        from labs import normalizers  # noqa: F401  (registers lab_report and body)
+        from labs import graph_actions, normalizers  # noqa: F401  (graph actions; lab_report, body)
         from labs.models import Biomarker, BiomarkerWide, LabUpload
 
         # Wipe order is registration order: biomarkers point at their upload, so they go first.

@@ -331,7 +331,9 @@ def _instance_args(parser, with_id: bool = True) -> None:
         parser.add_argument("--id", "-i", required=True, help="instance id")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extra_groups=()) -> argparse.ArgumentParser:
+    """The parser; each of `extra_groups` is called with the top-level subparsers so another
+    app's console commands can join this script without workflows knowing that app."""
     parser = argparse.ArgumentParser(
         prog="vitalflow-wf",
         description="Inspect and operate vitalflow workflows over the HTTP API.",
@@ -348,7 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra header, repeatable (e.g. -H 'X-Admin-Key: vfk_...')",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{workflows,instances}")
+    names = ["workflows", "instances", *(getattr(g, "group_name", "") for g in extra_groups)]
+    groups = parser.add_subparsers(
+        dest="group", required=True, metavar="{" + ",".join(n for n in names if n) + "}"
+    )
 
     wf = _sub(groups, "workflows", "workflows", "registered workflows and their versions")
     wf_cmds = wf.add_subparsers(dest="command", required=True)
@@ -400,12 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
     _instance_args(p)
     p.add_argument("--type", "-t", required=True, help="event type")
     p.add_argument("--payload", help="JSON payload")
+    for add_group in extra_groups:
+        add_group(groups)
     return parser
 
 
-def main(argv: list[str] | None = None, *, out=None, err=None) -> int:
+def main(argv: list[str] | None = None, *, out=None, err=None, extra_groups=()) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    args = build_parser().parse_args(argv)
+    args = build_parser(extra_groups).parse_args(argv)
     try:
         if not args.url:
             raise CliError("no API URL: pass --url or set VITALFLOW_URL", 2)

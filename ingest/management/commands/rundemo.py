@@ -1,11 +1,14 @@
 """`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster and
 feed simulated Terra deliveries so data flows within a minute. Ctrl-C stops everything."""
 
+import io
+import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from importlib import import_module
@@ -23,6 +26,9 @@ DEMO_USER = "demo"
 EXAMPLE_MODULE = "workflows.examples"
 EXAMPLE_WORKFLOW = "demo-onboarding"
 OPERATOR = "admin"
+# The example graph's webhook goes to this stand-in (a thread of this process), which the
+# graph http action may reach because rundemo lists it in GRAPHS_HTTP_ALLOWED_HOSTS.
+GRAPH_DEMO_COMMAND = "labs_graph_demo"
 
 
 def _interrupt(signum, frame):
@@ -56,13 +62,15 @@ class Command(BaseCommand):
         # The qcluster runs the example workflow's instances, so it must load its module too.
         modules = [m for m in os.environ.get("WORKFLOWS_MODULES", "").split(",") if m]
         os.environ["WORKFLOWS_MODULES"] = ",".join([*modules, EXAMPLE_MODULE])
+        hook_url = self.start_hook_stand_in()
         children = self.start_children(port)
         # SIGTERM (timeout, systemd, a closed terminal) stops the children too, like Ctrl-C.
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             self.wait_until_up(base)
             self.start_example_workflows()
-            self.print_banner(base, logins)
+            graph_run = self.start_example_graph(hook_url)
+            self.print_banner(base, logins, graph_run)
             self.feed(base, days, no_feed, children)
         except KeyboardInterrupt:
             pass
@@ -108,7 +116,42 @@ class Command(BaseCommand):
         batch = [{"id": f"demo-{n}", "params": {"user": DEMO_USER}} for n in (1, 2, 3)]
         get_workflow(EXAMPLE_WORKFLOW).create_batch(batch)
 
-    def print_banner(self, base: str, logins: dict) -> None:
+    def start_hook_stand_in(self) -> str:
+        """A local stand-in for the clinic's webhook: answers every POST with {"received": true}.
+        Its host:port goes into the children's GRAPHS_HTTP_ALLOWED_HOSTS."""
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Hook(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                body = json.dumps({"received": True}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        host_port = f"127.0.0.1:{server.server_address[1]}"
+        allowed = [h for h in os.environ.get("GRAPHS_HTTP_ALLOWED_HOSTS", "").split(",") if h]
+        os.environ["GRAPHS_HTTP_ALLOWED_HOSTS"] = ",".join([*allowed, host_port])
+        os.environ.setdefault("GRAPHS_SECRET_CLINIC_TOKEN", "demo-clinic-token")
+        return f"http://{host_port}/clinic-hook"
+
+    def start_example_graph(self, hook_url: str) -> str:
+        """Publish the lab-out-of-range graph and start one run (labs provides the command)."""
+        # By command name: ingest never imports labs (DESIGN §1).
+        buffer = io.StringIO()
+        call_command(GRAPH_DEMO_COMMAND, hook_url=hook_url, stdout=buffer)
+        out = buffer.getvalue()
+        return out.split()[2] if out.startswith("graph run ") else ""
+
+    def print_banner(self, base: str, logins: dict, graph_run: str = "") -> None:
         mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"
         self.stdout.write(
             "\n".join(
@@ -123,6 +166,9 @@ class Command(BaseCommand):
                     f"   workflow  .venv/bin/vitalflow-wf --url {base}/v1 -H 'X-Admin-Key: {logins['admin_key']}' \\",
                     f"               instances send-event --workflow {EXAMPLE_WORKFLOW} --id demo-1 \\",
                     "               --type goal_confirmed --payload '{\"goal_steps\": 10000}'",
+                    f"   graph     run {graph_run} waits for a clinician: approve it in the console",
+                    f"             ({base}/admin/graphs/graphrun/) or with vitalflow-wf graphs events \\",
+                    f"               --run {graph_run} --type clinician_ack --payload '{{\"approved\": true}}'",
                     "   Ctrl-C stops web, queue and feed.",
                     "=" * 72,
                     "",

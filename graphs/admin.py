@@ -1,0 +1,206 @@
+"""The graphs console: definitions with their versions, a drawing (server-side SVG) and a diff
+between versions; runs with the token tree, the event timeline and approve/reject for waiting
+`human` nodes. Lists are read-only; every action calls graphs.services with the request, which
+writes the audit row."""
+
+import difflib
+import json
+
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from graphs import drawing, selectors, services
+from graphs.models import GraphBinding, GraphDefinition, GraphRun
+from ops.console import ReadOnlyAdmin
+from ops.errors import ApiError
+from ops.services import audit_log_write
+
+
+def pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@admin.register(GraphDefinition)
+class GraphDefinitionAdmin(ReadOnlyAdmin):
+    list_display = ("name", "version", "status", "published_at", "short_checksum", "created_at")
+    list_filter = ("status", "name")
+    search_fields = ("=name",)
+    ordering = ("name", "-version")
+    change_form_template = "admin/graphs/definition_detail.html"
+
+    @admin.display(description="checksum")
+    def short_checksum(self, obj):
+        return obj.checksum[:12]
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:pk>/publish/",
+                self.admin_site.admin_view(self.publish_view),
+                name="graphs_graphdefinition_publish",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        definition = get_object_or_404(GraphDefinition, pk=object_id)
+        versions = list(GraphDefinition.objects.filter(name=definition.name).order_by("-version"))
+        other = request.GET.get("diff")
+        diff = None
+        if other and other.isdigit():
+            base = next((v for v in versions if v.version == int(other)), None)
+            if base is not None:
+                diff = difflib.HtmlDiff(wrapcolumn=70).make_table(
+                    pretty(base.document).splitlines(),
+                    pretty(definition.document).splitlines(),
+                    f"v{base.version}",
+                    f"v{definition.version}",
+                    context=True,
+                    numlines=3,
+                )
+        extra = {
+            "definition": definition,
+            "versions": versions,
+            "drawing": mark_safe(drawing.svg(definition.document)),  # noqa: S308 - escaped inside
+            "document_json": pretty(definition.document),
+            "diff": mark_safe(diff) if diff else None,  # noqa: S308 - difflib escapes its cells
+            "diff_with": other,
+            "runs": definition.runs.select_related("instance").order_by("-id")[:20],
+        }
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def publish_view(self, request, pk):
+        definition = get_object_or_404(GraphDefinition, pk=pk)
+        if request.method == "POST":
+            try:
+                services.definition_publish(
+                    name=definition.name, version=definition.version, request=request
+                )
+                messages.success(request, f"Published {definition.name} v{definition.version}.")
+            except ApiError as exc:
+                audit_log_write(
+                    action="graph_definition.publish",
+                    resource=f"graph:{definition.name}/v{definition.version}",
+                    result=exc.code,
+                    request=request,
+                    metadata={"error": exc.message, "ref": exc.extra.get("ref")},
+                )
+                messages.error(request, f"Not published: {exc.message}")
+        return HttpResponseRedirect(reverse("admin:graphs_graphdefinition_change", args=[pk]))
+
+
+@admin.register(GraphBinding)
+class GraphBindingAdmin(ReadOnlyAdmin):
+    list_display = ("name", "definition_name", "pin", "updated_at")
+    search_fields = ("=name", "=definition_name")
+    ordering = ("name",)
+
+    @admin.display(description="version")
+    def pin(self, obj):
+        return "latest published" if obj.pinned_version is None else f"pinned v{obj.pinned_version}"
+
+
+HUMAN_KINDS = ("human",)
+
+
+def waiting_humans(run: GraphRun) -> list[dict]:
+    """Tokens at a `human` node that are waiting for their event, with the event type."""
+    nodes = {n["ref"]: n for n in run.definition.document.get("nodes", [])}
+    found = []
+    for token in selectors.current_tokens(run).filter(status="executing"):
+        action = nodes.get(token.node_ref, {}).get("action", {})
+        if action.get("kind") in HUMAN_KINDS:
+            found.append({"token": token, "event_type": action.get("event_type", "")})
+    return found
+
+
+def token_tree(run: GraphRun) -> list[dict]:
+    """Tokens in depth-first order of the parent links, with their depth for indentation."""
+    tokens = list(selectors.current_tokens(run))
+    children: dict[str, list] = {}
+    for t in tokens:
+        children.setdefault(t.parent_path, []).append(t)
+    out, stack = [], [(t, 0) for t in reversed(children.get("", []))]
+    while stack:
+        token, depth = stack.pop()
+        out.append({"token": token, "indent": depth * 18})
+        stack.extend((c, depth + 1) for c in reversed(children.get(token.path_id, [])))
+    return out
+
+
+@admin.register(GraphRun)
+class GraphRunAdmin(ReadOnlyAdmin):
+    list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
+    list_filter = ("binding_name", "instance__status")
+    search_fields = ("=run_id",)
+    ordering = ("-id",)
+    show_full_result_count = False
+    list_select_related = ("definition", "instance")
+    change_form_template = "admin/graphs/run_detail.html"
+
+    @admin.display(description="version")
+    def version_label(self, obj):
+        return f"{obj.definition.name} v{obj.definition.version}"
+
+    @admin.display(description="status")
+    def status(self, obj):
+        return obj.instance.status
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:pk>/decide/",
+                self.admin_site.admin_view(self.decide_view),
+                name="graphs_graphrun_decide",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = get_object_or_404(
+            GraphRun.objects.select_related("definition", "instance"), pk=object_id
+        )
+        extra = {
+            "run": run,
+            "tree": token_tree(run),
+            "events": selectors.current_events(run).order_by("sequence_number")[:500],
+            "context_json": pretty(run.context),
+            "humans": waiting_humans(run),
+            "instance_url": reverse(
+                "admin:workflows_workflowinstance_change", args=[run.instance_id]
+            ),
+            "drawing": mark_safe(drawing.svg(run.definition.document)),  # noqa: S308
+        }
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def decide_view(self, request, pk):
+        """Approve or reject a waiting human node: sends its event type with
+        {"approved": bool, "by": user, "note": text} (audited by the service)."""
+        run = get_object_or_404(GraphRun.objects.select_related("definition", "instance"), pk=pk)
+        back = HttpResponseRedirect(reverse("admin:graphs_graphrun_change", args=[pk]))
+        if request.method != "POST":
+            return back
+        event_type = request.POST.get("event_type", "")
+        if event_type not in {h["event_type"] for h in waiting_humans(run)}:
+            messages.error(request, "No human node of this run waits for that event.")
+            return back
+        approved = request.POST.get("decision") == "approve"
+        payload = {
+            "approved": approved,
+            "by": request.user.get_username(),
+            "note": request.POST.get("note", "")[:500],
+        }
+        try:
+            services.run_send_event(run=run, type=event_type, payload=payload, request=request)
+        except ApiError as exc:
+            messages.error(request, exc.message)
+            return back
+        messages.success(
+            request,
+            format_html("Sent <b>{}</b> ({}).", event_type, "approved" if approved else "rejected"),
+        )
+        return back

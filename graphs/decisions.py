@@ -1,0 +1,279 @@
+"""Pure coordination of a graph run: given the definition and the run's state, decide what
+happens next and apply results. No database, no clock, no I/O — the executor
+(graphs/workflows.py) runs the actions as durable steps and feeds their results back here.
+
+The state (graphs/state.py) holds contexts per scope, tokens, fan-out groups, loop counters
+and a journal of run events that the executor stores. Time is logical: `clock_ms` only moves
+when a result carries a time. Fan-out and fan-in rules live in graphs/fanin.py.
+
+Transition rules: the outgoing transitions of a node form tiers by `priority` (lower first); the
+first tier with any match wins and every matching transition in it fires. A fan-out (foreach /
+spawn_count) opens one branch scope per item with /branch = {index, total, item}; a fan-in
+(`synchronization`) waits for its fan-out's branches (all | any | m_of_n), merges
+`merge.source` of each arrived branch into `merge.target` of the parent scope, cancels what is
+left of the other branches and continues in the parent scope.
+"""
+
+import copy
+from dataclasses import dataclass
+
+from jsonschema.validators import validator_for
+
+from graphs import conditions, pointers
+from graphs.fanin import (  # noqa: F401 - apply_fan_in_timeout, merge_values: part of this API
+    MergeError,
+    apply_fan_in_timeout,
+    arrive,
+    branch_ended,
+    fan_in_timeout_ms,
+    merge_values,
+    open_fan_out,
+)
+from graphs.spec import Graph, Transition
+from graphs.state import (  # noqa: F401 - re-exported for the executor and tests
+    CANCELLED,
+    COMPLETED,
+    EXECUTING,
+    FAILED,
+    LIVE,
+    PENDING,
+    TIMED_OUT,
+    WAITING,
+    RunState,
+    Token,
+    advance_clock,
+    context_updated,
+    fail_run,
+    record_event,
+    spawn,
+    take_journal,
+    touch,
+)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    path: str
+    node: str
+
+
+@dataclass(frozen=True)
+class FanInTimeout:
+    group: str
+
+
+@dataclass(frozen=True)
+class RunTimeout:
+    pass
+
+
+@dataclass(frozen=True)
+class Complete:
+    output: object
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: dict
+
+
+def decide(graph: Graph, state: RunState) -> list:
+    """What to do next: [Complete] / [Fail] once the run is over, a timeout to apply, or the
+    pending tokens to dispatch (in creation order). [] means: wait for executing tokens."""
+    if state.outcome is not None:
+        kind, value = state.outcome
+        return [Complete(value) if kind == "completed" else Fail(value)]
+    if graph.timeout_ms is not None and state.clock_ms - state.started_ms >= graph.timeout_ms:
+        return [RunTimeout()]
+    for group in state.groups.values():
+        timeout = fan_in_timeout_ms(graph, group)
+        if not group.done and timeout is not None and state.clock_ms - group.started_ms >= timeout:
+            return [FanInTimeout(group.id)]
+    pending = sorted((t for t in state.tokens.values() if t.status == PENDING), key=lambda t: t.seq)
+    if pending:
+        return [Dispatch(t.path, t.node) for t in pending]
+    if any(t.status in LIVE for t in state.tokens.values()):
+        return []
+    return [Complete(state.context)]
+
+
+def start(graph: Graph, run_input, *, now_ms: int) -> RunState:
+    state = RunState(
+        contexts={"": {"input": copy.deepcopy(run_input)}}, started_ms=now_ms, clock_ms=now_ms
+    )
+    record_event(state, "run_started", data={"input": run_input})
+    spawn(state, graph.initial_node, scope="", parent=None)
+    return state
+
+
+def resolve(context, operand):
+    """A pointer string or {"path"} reads the context (absent → None); {"value"} is a literal."""
+    if isinstance(operand, str):
+        operand = {"path": operand}
+    if "value" in operand:
+        return copy.deepcopy(operand["value"])
+    found = pointers.get(context, operand["path"])
+    return None if found is pointers.MISSING else copy.deepcopy(found)
+
+
+def token_context(state: RunState, path: str) -> dict:
+    return state.contexts[state.tokens[path].scope]
+
+
+def node_input(graph: Graph, state: RunState, path: str) -> dict:
+    token = state.tokens[path]
+    context = state.contexts[token.scope]
+    mapping = graph.nodes[token.node].input_mapping
+    return {key: resolve(context, source) for key, source in mapping.items()}
+
+
+def node_started(state: RunState, path: str) -> None:
+    token = state.tokens[path]
+    token.status = EXECUTING
+    touch(state, token)
+    record_event(state, "node_started", token=token)
+
+
+def node_completed(
+    graph: Graph, state: RunState, path: str, output, *, at_ms: int, writes=None, timed_out=False
+) -> None:
+    """Store a node's output: apply `writes` ({pointer: value}, the set action's) and the
+    output mapping to the token's scope, validate the run context, then route the token."""
+    token = state.tokens[path]
+    state.clock_ms = max(state.clock_ms, at_ms)
+    node = graph.nodes[token.node]
+    context = state.contexts[token.scope]
+    changes = dict(writes or {})
+    for target, source in node.output_mapping.items():
+        found = pointers.get(output, source)
+        changes[target] = None if found is pointers.MISSING else found
+    try:
+        for target, value in changes.items():
+            pointers.set(context, target, value)
+    except pointers.PointerError as exc:
+        node_failed(graph, state, path, {"name": "MappingError", "message": str(exc)}, at_ms=at_ms)
+        return
+    token.status = TIMED_OUT if timed_out else COMPLETED
+    token.output = output
+    touch(state, token)
+    record_event(
+        state, "node_completed", token=token, data={"output": output, "timed_out": timed_out}
+    )
+    if changes:
+        context_updated(state, token.scope, changes, token=token)
+        problems = context_problems(graph, state)
+        if problems:
+            fail_run(
+                state,
+                {"name": "ContextInvalid", "message": problems[0]["message"], "errors": problems},
+                token=token,
+            )
+            return
+    _route(graph, state, token)
+
+
+def schema_errors(validator, document) -> list[dict]:
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    return [
+        {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message}
+        for e in errors
+    ]
+
+
+def context_problems(graph: Graph, state: RunState) -> list[dict]:
+    if graph.context_schema is None:
+        return []
+    validator = validator_for(graph.context_schema)(graph.context_schema)
+    return schema_errors(validator, state.context)
+
+
+def node_failed(graph: Graph, state: RunState, path: str, error: dict, *, at_ms: int) -> None:
+    token = state.tokens[path]
+    state.clock_ms = max(state.clock_ms, at_ms)
+    token.status, token.error = FAILED, error
+    touch(state, token)
+    record_event(state, "node_failed", token=token, data={"error": error})
+    if token.scope:
+        branch_ended(graph, state, token)
+    else:
+        fail_run(
+            state,
+            {
+                "name": "NodeFailed",
+                "message": f"node {token.node!r} failed: {error.get('message', '')}",
+                "node": token.node,
+            },
+            token=token,
+        )
+
+
+def finish(state: RunState) -> None:
+    """Record run_completed (the executor calls this when decide() says Complete)."""
+    if state.outcome is None:
+        state.outcome = ("completed", state.context)
+        record_event(state, "run_completed", data=None)
+
+
+def _route(graph: Graph, state: RunState, token: Token) -> None:
+    outgoing = graph.outgoing(token.node)
+    if not outgoing:
+        if token.scope:
+            branch_ended(graph, state, token)
+        return
+    context = state.contexts[token.scope]
+    for priority in sorted({t.priority for t in outgoing}):
+        tier = [t for t in outgoing if t.priority == priority and _matches(state, t, context)]
+        if tier:
+            for transition in tier:
+                _fire(graph, state, token, transition)
+                if state.outcome is not None:
+                    return
+            return
+    if token.scope:
+        branch_ended(graph, state, token)
+        return
+    fail_run(
+        state,
+        {
+            "name": "NoTransition",
+            "message": f"no transition from {token.node!r} matched",
+            "node": token.node,
+        },
+        token=token,
+    )
+
+
+def _matches(state: RunState, transition: Transition, context: dict) -> bool:
+    if (
+        transition.max_iterations is not None
+        and state.loops.get(transition.ref, 0) >= transition.max_iterations
+    ):
+        return False
+    return conditions.evaluate(transition.condition, context)
+
+
+def _fire(graph: Graph, state: RunState, token: Token, transition: Transition) -> None:
+    if transition.max_iterations is not None:
+        state.loops[transition.ref] = state.loops.get(transition.ref, 0) + 1
+    if transition.sync is not None:
+        arrive(graph, state, token, transition)
+    elif transition.fans_out:
+        open_fan_out(graph, state, token, transition)
+    else:
+        spawn(state, transition.target, scope=token.scope, parent=token.path)
+
+
+def apply_run_timeout(graph: Graph, state: RunState) -> None:
+    if graph.on_timeout == "cancel_all":
+        for t in state.tokens.values():
+            if t.status in (PENDING, EXECUTING, WAITING):
+                t.status = CANCELLED
+                touch(state, t)
+        state.outcome = ("completed", state.context)
+        record_event(state, "run_completed", data={"cancelled": True, "reason": "timeout"})
+        return
+    for t in state.tokens.values():
+        if t.status in (PENDING, EXECUTING, WAITING):
+            t.status = TIMED_OUT
+            touch(state, t)
+    fail_run(state, {"name": "RunTimeout", "message": "the run exceeded its timeout"})

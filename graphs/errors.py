@@ -1,0 +1,63 @@
+"""Graph refusals: each an ApiError with a stable code, rendered as {"code", "message", ...}."""
+
+from ops.errors import ApiError
+
+
+class GraphError(ApiError):
+    code = "graph_error"
+    status = 400
+
+    def __init__(self, message: str, **extra):
+        super().__init__(self.status, self.code, message, **extra)
+
+
+class InvalidGraph(GraphError):
+    """The definition breaks the vocabulary; `ref` names the offending node or transition."""
+
+    code = "invalid_graph"
+    status = 400
+
+    def __init__(self, message: str, *, ref: str | None = None, field: str | None = None):
+        extra = {"ref": ref}
+        if field is not None:
+            extra["field"] = field
+        super().__init__(message, **extra)
+
+
+class DefinitionNotFound(GraphError):
+    code = "definition_not_found"
+    status = 404
+
+
+class DefinitionPublished(GraphError):
+    code = "definition_published"
+    status = 409
+
+
+class BindingNotFound(GraphError):
+    code = "binding_not_found"
+    status = 404
+
+
+class BindingExists(GraphError):
+    code = "binding_exists"
+    status = 409
+
+
+class NoPublishedVersion(GraphError):
+    code = "no_published_version"
+    status = 409
+
+
+class InvalidInput(GraphError):
+    code = "invalid_input"
+    status = 400
+
+
+class RunNotFound(GraphError):
+    code = "run_not_found"
+    status = 404
+
+
+class HttpActionRefused(Exception):
+    """The http action's SSRF guard refused a destination (never retried)."""

@@ -1,0 +1,130 @@
+"""Request and response shapes of /v1/graphs. Requests are checked for shape only; the rules
+(vocabulary, versions, schemas) belong to graphs.services and graphs.spec."""
+
+from rest_framework import serializers
+
+
+class GraphErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    ref = serializers.CharField(required=False, allow_null=True)
+
+
+class DefinitionDocumentSerializer(serializers.Serializer):
+    """The JSON vocabulary (docs/graphs/README.md); only the top-level shape is declared here."""
+
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(required=False, allow_blank=True)
+    initial_node = serializers.CharField()
+    input_schema = serializers.JSONField(required=False)
+    context_schema = serializers.JSONField(required=False)
+    timeout = serializers.CharField(required=False)
+    on_timeout = serializers.ChoiceField(choices=["fail", "cancel_all"], required=False)
+    nodes = serializers.ListField(child=serializers.JSONField())
+    transitions = serializers.ListField(child=serializers.JSONField())
+
+
+class DefinitionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["draft", "published"])
+    description = serializers.CharField()
+    checksum = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    published_at = serializers.DateTimeField(allow_null=True)
+    document = serializers.JSONField()
+
+
+class DefinitionListSerializer(serializers.Serializer):
+    definitions = DefinitionSerializer(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
+
+
+class ListQuerySerializer(serializers.Serializer):
+    page_size = serializers.IntegerField(min_value=1, max_value=200, default=50)
+    cursor = serializers.CharField(required=False, max_length=200)
+
+
+class DefinitionListQuerySerializer(ListQuerySerializer):
+    name = serializers.CharField(required=False, max_length=64)
+
+
+class BindingCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    definition = serializers.CharField(max_length=64)
+    pinned_version = serializers.IntegerField(min_value=1, allow_null=True, required=False)
+
+
+class BindingPinSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=1, allow_null=True)
+
+
+class BindingSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    definition = serializers.CharField(source="definition_name")
+    pinned_version = serializers.IntegerField(allow_null=True)
+    updated_at = serializers.DateTimeField()
+
+
+class RunCreateSerializer(serializers.Serializer):
+    input = serializers.JSONField(required=False, allow_null=True)
+
+
+class RunSummarySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    binding = serializers.CharField()
+    definition = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class RunListQuerySerializer(ListQuerySerializer):
+    binding = serializers.CharField(required=False, max_length=64)
+
+
+class RunListSerializer(serializers.Serializer):
+    runs = RunSummarySerializer(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
+
+
+class TokenSerializer(serializers.Serializer):
+    path_id = serializers.CharField()
+    node = serializers.CharField(source="node_ref")
+    status = serializers.CharField()
+    parent = serializers.CharField(source="parent_path", allow_blank=True)
+    fan_out = serializers.CharField(allow_blank=True)
+    branch_index = serializers.IntegerField(allow_null=True)
+    branch_total = serializers.IntegerField(allow_null=True)
+    output = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+
+
+class RunDetailSerializer(RunSummarySerializer):
+    engine_run = serializers.IntegerField(help_text="the engine run the tokens belong to")
+    output = serializers.JSONField(required=False)
+    error = serializers.JSONField(required=False)
+    context = serializers.JSONField()
+    tokens = TokenSerializer(many=True)
+
+
+class RunEventSerializer(serializers.Serializer):
+    sequence_number = serializers.IntegerField()
+    type = serializers.CharField()
+    token = serializers.CharField(source="token_path", allow_blank=True)
+    node = serializers.CharField(source="node_ref", allow_blank=True)
+    data = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class RunEventListSerializer(serializers.Serializer):
+    events = RunEventSerializer(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
+
+
+class RunEventCreateSerializer(serializers.Serializer):
+    type = serializers.CharField(max_length=100)
+    payload = serializers.JSONField(required=False, allow_null=True)

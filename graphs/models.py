@@ -1,0 +1,196 @@
+"""Storage for graph workflows: definitions (name, version) with their JSON document, bindings
+that callers start, runs (one per engine instance), tokens, and per-run sequenced events.
+
+Timestamps come from workflows.runtime (never auto_now) so the test harness controls time.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+from workflows.models import WorkflowInstance
+
+
+class DefinitionStatus(models.TextChoices):
+    DRAFT = "draft"
+    PUBLISHED = "published"
+
+
+class GraphDefinition(models.Model):
+    """One version of a graph. A draft may be edited; once published the document, schemas and
+    checksum never change (graphs.services refuses edits with 409 definition_published)."""
+
+    name = models.CharField(max_length=64)
+    version = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=DefinitionStatus.choices, default=DefinitionStatus.DRAFT
+    )
+    description = models.TextField(blank=True, default="")
+    document = models.JSONField()  # the definition in the JSON vocabulary, as submitted
+    input_schema = models.JSONField(null=True, blank=True)
+    context_schema = models.JSONField(null=True, blank=True)
+    initial_node = models.CharField(max_length=64, blank=True, default="")
+    timeout = models.CharField(max_length=64, blank=True, default="")
+    on_timeout = models.CharField(max_length=16, default="fail")
+    checksum = models.CharField(max_length=64)  # sha256 of the canonical JSON document
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "graph_definition"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="graph_definition_identity"),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in DefinitionStatus]),
+                name="graph_definition_status_valid",
+            ),
+            # A published version always says when (services.definition_publish sets both).
+            models.CheckConstraint(
+                condition=Q(status="draft") | Q(published_at__isnull=False),
+                name="graph_definition_published_at",
+            ),
+        ]
+        indexes = [
+            # selectors.latest_published: newest published version of a name.
+            models.Index(fields=["name", "status", "-version"], name="graph_def_latest"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} v{self.version} ({self.status})"
+
+
+class GraphBinding(models.Model):
+    """What callers start: a name pointing at a definition name, pinned to a version or
+    following the latest published one (pinned_version null)."""
+
+    name = models.CharField(max_length=64, unique=True)
+    definition_name = models.CharField(max_length=64)
+    pinned_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "graph_binding"
+
+    def __str__(self):
+        pin = "latest" if self.pinned_version is None else f"v{self.pinned_version}"
+        return f"{self.name} → {self.definition_name} {pin}"
+
+
+class GraphRun(models.Model):
+    """A run is an engine instance of the `graph-run` workflow; this row says which definition
+    version it runs and holds the run context's current value (the executor updates it in the
+    transaction of each step that changes it)."""
+
+    run_id = models.CharField(max_length=100, unique=True)  # = the engine instance id
+    instance = models.OneToOneField(
+        WorkflowInstance, on_delete=models.CASCADE, related_name="graph_run"
+    )
+    definition = models.ForeignKey(GraphDefinition, on_delete=models.PROTECT, related_name="runs")
+    binding = models.ForeignKey(
+        GraphBinding, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
+    binding_name = models.CharField(max_length=64, blank=True, default="")
+    context = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "graph_run"
+        indexes = [
+            # selectors.runs_for_list: newest first, optionally per binding.
+            models.Index(fields=["binding_name", "-id"], name="graph_run_binding"),
+        ]
+
+    def __str__(self):
+        return f"graph run {self.run_id}"
+
+
+class TokenStatus(models.TextChoices):
+    PENDING = "pending"
+    EXECUTING = "executing"
+    WAITING_FOR_SIBLINGS = "waiting_for_siblings"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+class GraphToken(models.Model):
+    """One visit of a node by a run: where it is, how it got there (parent token, fan-out
+    transition and branch), and how it ended."""
+
+    run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="tokens")
+    # The engine run (instance run_number) that made the row: a restart replays the graph from
+    # the start, and its tokens and events sit beside the earlier run's instead of clashing.
+    engine_run = models.PositiveIntegerField(default=1)
+    path_id = models.CharField(max_length=255)
+    node_ref = models.CharField(max_length=64)
+    status = models.CharField(max_length=24, choices=TokenStatus.choices)
+    parent_path = models.CharField(max_length=255, blank=True, default="")
+    fan_out = models.CharField(max_length=140, blank=True, default="")
+    branch_index = models.PositiveIntegerField(null=True, blank=True)
+    branch_total = models.PositiveIntegerField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    sequence = models.PositiveIntegerField()  # creation order within the run
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "graph_token"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "engine_run", "path_id"], name="graph_token_unique_path"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in TokenStatus]),
+                name="graph_token_status_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.run_id}:{self.path_id} {self.node_ref}"
+
+
+class RunEventType(models.TextChoices):
+    RUN_STARTED = "run_started"
+    TOKEN_SPAWNED = "token_spawned"
+    NODE_STARTED = "node_started"
+    NODE_COMPLETED = "node_completed"
+    NODE_FAILED = "node_failed"
+    FAN_IN_WAITING = "fan_in_waiting"
+    FAN_IN_COMPLETED = "fan_in_completed"
+    CONTEXT_UPDATED = "context_updated"  # data.changes: the context's history of updates
+    RUN_COMPLETED = "run_completed"
+    RUN_FAILED = "run_failed"
+
+
+class GraphRunEvent(models.Model):
+    """Every state change of a run, numbered per run. The executor assigns the numbers
+    deterministically, so a replay regenerates the same ones; the unique constraint turns any
+    disagreement into a loud error instead of a silently reordered history."""
+
+    run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="run_events")
+    engine_run = models.PositiveIntegerField(default=1)  # see GraphToken.engine_run
+    sequence_number = models.PositiveIntegerField()
+    type = models.CharField(max_length=32, choices=RunEventType.choices)
+    token_path = models.CharField(max_length=255, blank=True, default="")
+    node_ref = models.CharField(max_length=64, blank=True, default="")
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "graph_run_event"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "engine_run", "sequence_number"], name="graph_run_event_sequence"
+            ),
+            models.CheckConstraint(
+                condition=Q(type__in=[s.value for s in RunEventType]),
+                name="graph_run_event_type_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.run_id}#{self.sequence_number} {self.type}"

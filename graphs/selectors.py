@@ -1,0 +1,76 @@
+"""Reads on graph workflows, shared by the API, the console and the commands."""
+
+from graphs.models import GraphDefinition, GraphRun
+from workflows.selectors import instance_details
+
+
+def definitions(*, name: str | None = None):
+    rows = GraphDefinition.objects.all()
+    return rows.filter(name=name) if name else rows
+
+
+def definition_body(d: GraphDefinition) -> dict:
+    return {
+        "name": d.name,
+        "version": d.version,
+        "status": d.status,
+        "description": d.description,
+        "checksum": d.checksum,
+        "created_at": d.created_at,
+        "published_at": d.published_at,
+        "document": {**d.document, "version": d.version},
+    }
+
+
+def runs(*, binding: str | None = None):
+    rows = GraphRun.objects.select_related("definition", "instance")
+    return rows.filter(binding_name=binding) if binding else rows
+
+
+def run_summary(run: GraphRun) -> dict:
+    return {
+        "id": run.run_id,
+        "binding": run.binding_name,
+        "definition": run.definition.name,
+        "version": run.definition.version,
+        "status": run.instance.status,
+        "created_at": run.created_at,
+    }
+
+
+def current_tokens(run: GraphRun):
+    """Tokens of the engine's current run of this graph run (a restart starts a new set)."""
+    return run.tokens.filter(engine_run=run.instance.run_number).order_by("sequence")
+
+
+def current_events(run: GraphRun):
+    return run.run_events.filter(engine_run=run.instance.run_number)
+
+
+def token_body(t) -> dict:
+    return {
+        "path_id": t.path_id,
+        "node": t.node_ref,
+        "status": t.status,
+        "parent": t.parent_path,
+        "fan_out": t.fan_out,
+        "branch_index": t.branch_index,
+        "branch_total": t.branch_total,
+        "output": t.output,
+        "error": t.error,
+    }
+
+
+def run_detail(run: GraphRun) -> dict:
+    details = instance_details(run.instance)
+    body = {
+        **run_summary(run),
+        "status": details["status"],
+        "engine_run": run.instance.run_number,
+        "context": run.context,
+    }
+    for key in ("output", "error"):
+        if key in details:
+            body[key] = details[key]
+    body["tokens"] = [token_body(t) for t in current_tokens(run)]
+    return body

@@ -1,0 +1,320 @@
+"""Writes on graph workflows: definitions (draft → published), bindings, runs and their events.
+
+Keyword-only; refusals are graphs.errors.GraphError (or the engine's WorkflowError) raised
+before anything is written. Operator mutations write an audit row when `actor` or `request` is
+given (the API and the console always give one).
+"""
+
+import hashlib
+import json
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from jsonschema.validators import validator_for
+
+from graphs import decisions, spec
+from graphs.errors import (
+    BindingExists,
+    BindingNotFound,
+    DefinitionNotFound,
+    DefinitionPublished,
+    InvalidGraph,
+    InvalidInput,
+    NoPublishedVersion,
+)
+from graphs.models import DefinitionStatus, GraphBinding, GraphDefinition, GraphRun
+from ops.services import audit_log_write
+from workflows import limits, runtime
+from workflows import services as engine
+
+GRAPH_WORKFLOW = "graph-run"  # graphs/workflows.py registers it
+
+
+def _audit(action: str, *, resource: str, actor=None, request=None, metadata=None) -> None:
+    if actor is not None or request is not None:
+        audit_log_write(
+            action=action,
+            resource=resource,
+            actor=actor,
+            request=request,
+            metadata=metadata,
+            idempotency_key=getattr(request, "idempotency_key", "") or "",
+        )
+
+
+def checksum(document: dict) -> str:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _shape(document) -> dict:
+    """A draft may be incomplete, but it is an object with a valid name and JSON content."""
+    if not isinstance(document, dict):
+        raise InvalidGraph("a graph definition must be a JSON object")
+    name = document.get("name")
+    if not isinstance(name, str) or not spec.NAME.match(name):
+        raise InvalidGraph(f"name {name!r} must match {spec.NAME.pattern}", field="name")
+    limits.check_json(document, what="definition")
+    document = {k: v for k, v in document.items() if k != "version"}  # the server numbers
+    return document
+
+
+def _fields(definition: GraphDefinition, document: dict) -> None:
+    definition.document = document
+    definition.description = str(document.get("description") or "")
+    definition.input_schema = document.get("input_schema")
+    definition.context_schema = document.get("context_schema")
+    definition.initial_node = str(document.get("initial_node") or "")[:64]
+    definition.timeout = str(document.get("timeout") or "")[:64]
+    definition.on_timeout = str(document.get("on_timeout") or "fail")[:16]
+    definition.checksum = checksum(document)
+
+
+def definition_create(*, document, actor=None, request=None) -> GraphDefinition:
+    """A new draft: version = the name's highest version + 1."""
+    document = _shape(document)
+    name = document["name"]
+    for _ in range(3):  # two creates racing for the same number: the loser takes the next
+        try:
+            with transaction.atomic():
+                latest = GraphDefinition.objects.filter(name=name).aggregate(v=Max("version"))["v"]
+                now = runtime.now()
+                definition = GraphDefinition(
+                    name=name, version=(latest or 0) + 1, created_at=now, updated_at=now
+                )
+                _fields(definition, document)
+                definition.save(force_insert=True)
+                _audit(
+                    "graph_definition.create",
+                    resource=f"graph:{name}/v{definition.version}",
+                    actor=actor,
+                    request=request,
+                )
+                return definition
+        except IntegrityError:
+            continue
+    raise InvalidGraph(f"could not number a new version of {name!r}; retry")
+
+
+def definition_get(*, name: str, version: int) -> GraphDefinition:
+    found = GraphDefinition.objects.filter(name=name, version=version).first()
+    if found is None:
+        raise DefinitionNotFound(f"no graph definition {name!r} version {version}")
+    return found
+
+
+def definition_update(
+    *, name: str, version: int, document, actor=None, request=None
+) -> GraphDefinition:
+    document = _shape(document)
+    if document["name"] != name:
+        raise InvalidGraph(f"the document's name must stay {name!r}", field="name")
+    with transaction.atomic():
+        definition = (
+            GraphDefinition.objects.select_for_update().filter(name=name, version=version).first()
+        )
+        if definition is None:
+            raise DefinitionNotFound(f"no graph definition {name!r} version {version}")
+        if definition.status == DefinitionStatus.PUBLISHED:
+            raise DefinitionPublished(f"{name!r} v{version} is published and cannot change")
+        _fields(definition, document)
+        definition.updated_at = runtime.now()
+        definition.save()
+        _audit(
+            "graph_definition.update",
+            resource=f"graph:{name}/v{version}",
+            actor=actor,
+            request=request,
+        )
+    return definition
+
+
+def definition_publish(*, name: str, version: int, actor=None, request=None) -> GraphDefinition:
+    """Validate the draft fully (InvalidGraph naming the ref) and freeze it."""
+    with transaction.atomic():
+        definition = (
+            GraphDefinition.objects.select_for_update().filter(name=name, version=version).first()
+        )
+        if definition is None:
+            raise DefinitionNotFound(f"no graph definition {name!r} version {version}")
+        if definition.status == DefinitionStatus.PUBLISHED:
+            return definition  # publishing twice changes nothing
+        spec.parse(definition.document)
+        now = runtime.now()
+        definition.status, definition.published_at, definition.updated_at = (
+            DefinitionStatus.PUBLISHED,
+            now,
+            now,
+        )
+        definition.checksum = checksum(definition.document)
+        definition.save()
+        _audit(
+            "graph_definition.publish",
+            resource=f"graph:{name}/v{version}",
+            actor=actor,
+            request=request,
+            metadata={"checksum": definition.checksum},
+        )
+    return definition
+
+
+def latest_published(name: str) -> GraphDefinition | None:
+    return (
+        GraphDefinition.objects.filter(name=name, status=DefinitionStatus.PUBLISHED)
+        .order_by("-version")
+        .first()
+    )
+
+
+def _check_pin(definition_name: str, version: int | None) -> None:
+    if not GraphDefinition.objects.filter(name=definition_name).exists():
+        raise DefinitionNotFound(f"no graph definition named {definition_name!r}")
+    if version is None:
+        return
+    found = GraphDefinition.objects.filter(name=definition_name, version=version).first()
+    if found is None:
+        raise DefinitionNotFound(f"no graph definition {definition_name!r} version {version}")
+    if found.status != DefinitionStatus.PUBLISHED:
+        raise NoPublishedVersion(f"{definition_name!r} v{version} is a draft; publish it first")
+
+
+def binding_create(
+    *, name: str, definition: str, pinned_version: int | None = None, actor=None, request=None
+) -> GraphBinding:
+    if not isinstance(name, str) or not spec.NAME.match(name):
+        raise InvalidGraph(f"binding name {name!r} must match {spec.NAME.pattern}", field="name")
+    _check_pin(definition, pinned_version)
+    now = runtime.now()
+    try:
+        with transaction.atomic():
+            binding = GraphBinding.objects.create(
+                name=name,
+                definition_name=definition,
+                pinned_version=pinned_version,
+                created_at=now,
+                updated_at=now,
+            )
+            _audit(
+                "graph_binding.create",
+                resource=f"graph_binding:{name}",
+                actor=actor,
+                request=request,
+                metadata={"definition": definition, "pinned_version": pinned_version},
+            )
+    except IntegrityError:
+        raise BindingExists(f"a binding named {name!r} already exists") from None
+    return binding
+
+
+def binding_get(*, name: str) -> GraphBinding:
+    found = GraphBinding.objects.filter(name=name).first()
+    if found is None:
+        raise BindingNotFound(f"no graph binding named {name!r}")
+    return found
+
+
+def binding_pin(*, name: str, version: int | None, actor=None, request=None) -> GraphBinding:
+    """Pin a published version (rollback = pin an older one), or None to follow the latest."""
+    with transaction.atomic():
+        binding = GraphBinding.objects.select_for_update().filter(name=name).first()
+        if binding is None:
+            raise BindingNotFound(f"no graph binding named {name!r}")
+        _check_pin(binding.definition_name, version)
+        previous = binding.pinned_version
+        binding.pinned_version, binding.updated_at = version, runtime.now()
+        binding.save(update_fields=["pinned_version", "updated_at"])
+        audit_log_write(
+            action="graph_binding.pin",
+            resource=f"graph_binding:{name}",
+            actor=actor if actor is not None or request is not None else "system",
+            request=request,
+            metadata={"from": previous, "to": version},
+            idempotency_key=getattr(request, "idempotency_key", "") or "",
+        )
+    return binding
+
+
+def binding_definition(binding: GraphBinding) -> GraphDefinition:
+    if binding.pinned_version is not None:
+        return definition_get(name=binding.definition_name, version=binding.pinned_version)
+    found = latest_published(binding.definition_name)
+    if found is None:
+        raise NoPublishedVersion(f"{binding.definition_name!r} has no published version")
+    return found
+
+
+def input_problems(definition: GraphDefinition, run_input) -> list[dict]:
+    if definition.input_schema is None:
+        return []
+    validator = validator_for(definition.input_schema)(definition.input_schema)
+    return decisions.schema_errors(validator, run_input)
+
+
+def run_create(
+    *, binding_name: str, run_input=None, run_id: str | None = None, actor=None, request=None
+) -> GraphRun:
+    """Start a run of the binding's current version: an engine instance of `graph-run` and its
+    GraphRun row, in one transaction. Input failing the input_schema is 400 invalid_input."""
+    binding = binding_get(name=binding_name)
+    definition = binding_definition(binding)
+    problems = input_problems(definition, run_input)
+    if problems:
+        raise InvalidInput(
+            f"input does not match the input_schema of {definition.name!r} "
+            f"v{definition.version}: {problems[0]['path']}: {problems[0]['message']}",
+            errors=problems,
+        )
+    with transaction.atomic():
+        instance = engine.instance_create(
+            workflow_name=GRAPH_WORKFLOW,
+            instance_id=run_id,
+            params={"input": run_input, "definition": f"{definition.name}/v{definition.version}"},
+        )
+        now = runtime.now()
+        run = GraphRun.objects.create(
+            run_id=instance.instance_id,
+            instance=instance,
+            definition=definition,
+            binding=binding,
+            binding_name=binding.name,
+            context={"input": run_input},
+            created_at=now,
+            updated_at=now,
+        )
+        _audit(
+            "graph_run.create",
+            resource=f"graph_run:{run.run_id}",
+            actor=actor,
+            request=request,
+            metadata={"binding": binding.name, "version": definition.version},
+        )
+    return run
+
+
+def run_get(*, run_id: str) -> GraphRun:
+    from graphs.errors import RunNotFound
+
+    found = GraphRun.objects.select_related("definition", "instance").filter(run_id=run_id).first()
+    if found is None:
+        raise RunNotFound(f"no graph run {run_id!r}")
+    return found
+
+
+def run_send_event(
+    *,
+    run: GraphRun,
+    type: str,
+    payload=None,
+    actor=None,
+    request=None,  # noqa: A002
+):
+    """What a person's approval sends to a waiting `human` node (the console does the same)."""
+    event = engine.instance_send_event(instance=run.instance, type=type, payload=payload)
+    _audit(
+        "graph_run.send_event",
+        resource=f"graph_run:{run.run_id}",
+        actor=actor,
+        request=request,
+        metadata={"type": type},
+    )
+    return event

@@ -1,0 +1,18 @@
+"""`manage.py labs_graph_demo --hook-url URL`: publish the lab-out-of-range example graph and
+start one demo run (labs/graph_demo.py). `make run` calls it."""
+
+from django.core.management.base import BaseCommand
+
+from labs.graph_demo import start_demo_run
+
+
+class Command(BaseCommand):
+    help = "Publish examples/graphs/lab-out-of-range.json and start a demo run."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--hook-url", required=True, help="the local webhook stand-in")
+        parser.add_argument("--user", default="demo")
+
+    def handle(self, *args, hook_url, user, **options):
+        run = start_demo_run(hook_url=hook_url, username=user)
+        self.stdout.write(f"graph run {run.run_id} ({run.binding_name} v{run.definition.version})")
