@@ -107,6 +107,7 @@ def test_a_per_key_cap_holds_per_user_under_racing_runners(
 def test_two_runners_firing_the_same_schedule_create_one_instance_per_fire_time(
     runners,  # noqa: F811
     cron_fleet,
+    transactional_db,
 ):
     from datetime import timedelta
 
