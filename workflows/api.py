@@ -5,7 +5,7 @@ import uuid
 
 from workflows import selectors, services
 from workflows.authoring import registry
-from workflows.models import WorkflowInstance
+from workflows.models import DEFAULT_PRIORITY, WorkflowInstance
 
 
 class InstanceHandle:
@@ -51,14 +51,17 @@ class WorkflowHandle:
         params=None,
         *,
         idempotency_key: str | None = None,
+        priority: int = DEFAULT_PRIORITY,
     ) -> InstanceHandle:
         """Pass `idempotency_key` when the call may be retried: a repeat returns the instance
-        the first call created. Without one a key is generated, so every call creates."""
+        the first call created. Without one a key is generated, so every call creates.
+        `priority` 0-9 (default 5): among new runs waiting for a runner, higher goes first."""
         instance_id = services.instance_create_once(
             workflow_name=self.name,
             idempotency_key=idempotency_key or uuid.uuid4().hex,
             instance_id=id,
             params=params,
+            priority=priority,
         )
         return InstanceHandle(self.name, instance_id)
 

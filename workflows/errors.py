@@ -62,6 +62,11 @@ class InvalidPayload(WorkflowError):
     status = 400
 
 
+class InvalidPriority(WorkflowError):
+    code = "invalid_priority"
+    status = 400
+
+
 class InvalidDuration(WorkflowError):
     code = "invalid_duration"
     status = 400
@@ -113,6 +118,7 @@ ALL_CODES = sorted(
             InvalidEventType,
             InstanceTerminal,
             InvalidPayload,
+            InvalidPriority,
             InvalidDuration,
             InvalidStep,
             InvalidWorkflowDefinition,

@@ -4,7 +4,13 @@ import json
 
 from ops import strict_json
 from workflows.authoring import NAME_PATTERN
-from workflows.errors import InvalidEventType, InvalidInstanceId, InvalidPayload, InvalidStep
+from workflows.errors import (
+    InvalidEventType,
+    InvalidInstanceId,
+    InvalidPayload,
+    InvalidPriority,
+    InvalidStep,
+)
 
 ID_MAX = 100
 EVENT_TYPE_MAX = 100
@@ -58,4 +64,19 @@ def check_log_message(value) -> str:
         raise InvalidStep("log message must be a string")
     if len(value) > LOG_MESSAGE_MAX:
         raise InvalidStep(f"log message exceeds {LOG_MESSAGE_MAX} chars")
+    return value
+
+
+def check_priority(value) -> int:
+    """0-9 (higher runs first among new runs); anything else is InvalidPriority."""
+    from workflows.models import PRIORITY_MAX, PRIORITY_MIN
+
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (PRIORITY_MIN <= value <= PRIORITY_MAX)
+    ):
+        raise InvalidPriority(
+            f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}, got {value!r}"
+        )
     return value

@@ -42,13 +42,23 @@ class TaskKind(models.TextChoices):
     EVENT = "event"
 
 
+# Instance priority (create(..., priority=p)): 0-9, higher runs first among new runs.
+PRIORITY_MIN, PRIORITY_MAX, DEFAULT_PRIORITY = 0, 9, 5
+
+
+def start_priority(priority: int) -> int:
+    """The task priority of a new run: 10 - p, so p=9 sorts first (1) and p=0 last (10);
+    every value stays above 0, the rank of resumes/wakes/retries/events."""
+    return 10 - priority
+
+
 # Claims take lower priority first: resume/wake/retry/event work before new runs.
 TASK_PRIORITY = {
     TaskKind.RESUME: 0,
     TaskKind.WAKE: 0,
     TaskKind.RETRY: 0,
     TaskKind.EVENT: 0,
-    TaskKind.START: 1,
+    TaskKind.START: start_priority(DEFAULT_PRIORITY),
 }
 
 
@@ -76,6 +86,7 @@ class WorkflowInstance(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)  # {"name", "message"}
     request_id = models.CharField(max_length=128, blank=True, default="")
+    priority = models.PositiveSmallIntegerField(default=DEFAULT_PRIORITY)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -90,6 +101,10 @@ class WorkflowInstance(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in Status]),
                 name="workflow_instance_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="workflow_instance_priority_valid",
             ),
         ]
         indexes = [
@@ -175,6 +190,11 @@ class WorkflowTask(models.Model):
     fencing_token = models.BigIntegerField(default=0)
     # Claims of this run so far (reset by restart): 1 means no step can exist yet.
     claims = models.PositiveIntegerField(default=0)
+    # A capped workflow's slot group ("<workflow>" or "<workflow>/<key value>") and its cap,
+    # copied from the definition when the task is written; "" / NULL when uncapped. Leased
+    # rows of a group are the instances running in it (workflows.concurrency).
+    concurrency_group = models.CharField(max_length=200, blank=True, default="")
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:
@@ -185,6 +205,12 @@ class WorkflowTask(models.Model):
                 fields=["priority", "run_at"],
                 name="workflow_task_runnable",
                 condition=Q(run_at__isnull=False),
+            ),
+            # Counting running instances per capped group: leased capped rows only (few).
+            models.Index(
+                fields=["concurrency_group"],
+                name="workflow_task_capped_leased",
+                condition=Q(locked_until__isnull=False, concurrency_limit__isnull=False),
             ),
         ]
 
@@ -220,3 +246,37 @@ class WorkflowLog(models.Model):
 
     def __str__(self):
         return f"{self.level} {self.message[:40]}"
+
+
+class WorkflowSchedule(models.Model):
+    """One cron trigger of a workflow (workflows.triggers): when it fires next. The row is
+    created the first time a runner sees the schedule in the code, so nothing fires for
+    earlier times; `paused` stops it firing (operators pause a workflow's schedules)."""
+
+    workflow_name = models.CharField(max_length=64)
+    expression = models.CharField(max_length=100)
+    timezone = models.CharField(max_length=64, default="UTC")
+    next_fire_at = models.DateTimeField()
+    paused = models.BooleanField(default=False)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "workflow_schedule"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "expression"], name="workflow_schedule_unique"
+            ),
+        ]
+        indexes = [
+            # triggers.fire_due / next_fire_at: unpaused rows by fire time.
+            models.Index(
+                fields=["next_fire_at"],
+                name="workflow_schedule_due",
+                condition=Q(paused=False),
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name} {self.expression}"

@@ -13,7 +13,7 @@ from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import decisions, limits, runtime, tasks
+from workflows import concurrency, decisions, limits, runtime, tasks
 from workflows.authoring import registry
 from workflows.errors import (
     IdempotencyConflict,
@@ -22,6 +22,7 @@ from workflows.errors import (
     VersionNotFound,
 )
 from workflows.models import (
+    DEFAULT_PRIORITY,
     TASK_PRIORITY,
     Status,
     TaskKind,
@@ -30,6 +31,7 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowLog,
     WorkflowTask,
+    start_priority,
 )
 from workflows.selectors import instance_details
 
@@ -108,7 +110,9 @@ def workflow_version_activate(*, name: str, version: int, actor=None, request=No
 # -- creation ----------------------------------------------------------------------------------
 
 
-def _new_instance(name: str, version: int, instance_id: str | None, params, now):
+def _new_instance(
+    name: str, version: int, instance_id: str | None, params, now, priority=DEFAULT_PRIORITY
+):
     return WorkflowInstance(
         workflow_name=name,
         instance_id=limits.check_instance_id(
@@ -118,6 +122,7 @@ def _new_instance(name: str, version: int, instance_id: str | None, params, now)
         status=Status.ACTIVE,
         run_number=1,
         params=limits.check_json(params, what="params"),
+        priority=limits.check_priority(priority),
         request_id=get_request_id(),
         created_at=now,
         updated_at=now,
@@ -129,21 +134,34 @@ def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
         instance=instance,
         run_number=instance.run_number,
         kind=TaskKind.START,
-        priority=TASK_PRIORITY[TaskKind.START],
+        priority=start_priority(instance.priority),
         run_at=now,
         created_at=now,
+        **_slot(instance),
     )
 
 
+def _slot(instance: WorkflowInstance) -> dict:
+    return concurrency.task_fields(instance.workflow_name, instance.version, instance.params)
+
+
 def instance_create(
-    *, workflow_name: str, instance_id: str | None = None, params=None, actor=None, request=None
+    *,
+    workflow_name: str,
+    instance_id: str | None = None,
+    params=None,
+    priority: int = DEFAULT_PRIORITY,
+    actor=None,
+    request=None,
 ) -> WorkflowInstance:
-    """Create an instance of the active version, runnable now (one transaction)."""
+    """Create an instance of the active version, runnable now (one transaction). `priority`
+    0-9 orders new runs (higher first, then oldest); resumes and wakes always go first."""
     now = runtime.now()
+    limits.check_priority(priority)
     try:
         with transaction.atomic():
             version = workflow_active_version(name=workflow_name)
-            instance = _new_instance(workflow_name, version, instance_id, params, now)
+            instance = _new_instance(workflow_name, version, instance_id, params, now, priority)
             instance.save(force_insert=True)
             _new_task(instance, now).save(force_insert=True)
             _audit(
@@ -164,14 +182,23 @@ PROGRAMMATIC_PRINCIPAL = "python"
 
 
 def instance_create_once(
-    *, workflow_name: str, idempotency_key: str, instance_id: str | None = None, params=None
+    *,
+    workflow_name: str,
+    idempotency_key: str,
+    instance_id: str | None = None,
+    params=None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
     raise IdempotencyConflict. The key row is inserted first, in the instance's transaction, so
     a concurrent repeat waits on the unique index instead of creating a second instance."""
     endpoint = f"workflows/{workflow_name}/instances"
-    digest = body_hash({"id": instance_id, "params": params})
+    limits.check_priority(priority)
+    arguments = {"id": instance_id, "params": params}
+    if priority != DEFAULT_PRIORITY:  # keys stored before priorities existed keep matching
+        arguments["priority"] = priority
+    digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
     IdempotencyKey.objects.filter(**lookup, expires_at__lte=now).delete()
@@ -181,7 +208,10 @@ def instance_create_once(
                 **lookup, body_hash=digest, expires_at=now + IDEMPOTENCY_TTL
             )
             instance = instance_create(
-                workflow_name=workflow_name, instance_id=instance_id, params=params
+                workflow_name=workflow_name,
+                instance_id=instance_id,
+                params=params,
+                priority=priority,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -205,7 +235,14 @@ def instance_create_batch(
     now = runtime.now()
     wanted: dict[str, WorkflowInstance] = {}
     for item in items:
-        instance = _new_instance(workflow_name, version, item.get("id"), item.get("params"), now)
+        instance = _new_instance(
+            workflow_name,
+            version,
+            item.get("id"),
+            item.get("params"),
+            now,
+            item.get("priority", DEFAULT_PRIORITY),
+        )
         wanted.setdefault(instance.instance_id, instance)
     existing = set(
         WorkflowInstance.objects.filter(
@@ -309,7 +346,8 @@ def instance_restart(*, instance: WorkflowInstance, actor=None, request=None) ->
             WorkflowTask.objects.filter(pk=task.pk).update(
                 run_number=fresh.run_number,
                 kind=TaskKind.START,
-                priority=TASK_PRIORITY[TaskKind.START],
+                priority=start_priority(fresh.priority),
+                **_slot(fresh),
                 run_at=now,
                 wait_event_type="",
                 lock_owner="",

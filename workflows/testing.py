@@ -29,6 +29,9 @@ class WorkflowHarness:
         self._wake_setting = getattr(settings, "WORKFLOWS_WAKE_TASKS", None)
         settings.WORKFLOWS_WAKE_TASKS = False  # the harness runs work itself
         self.owner = "harness"
+        from workflows import triggers
+
+        triggers.gate.reset()  # schedule rows of an earlier test were rolled back
 
     def close(self) -> None:
         runtime.install(self._previous)
@@ -66,9 +69,19 @@ class WorkflowHarness:
 
     # -- instances -------------------------------------------------------------------------------
 
-    def create(self, name: str, id: str | None = None, params=None, *, run: bool = True) -> str:  # noqa: A002
+    def create(
+        self,
+        name: str,
+        id: str | None = None,  # noqa: A002
+        params=None,
+        *,
+        run: bool = True,
+        priority: int = 5,
+    ) -> str:
         """Create an instance (of the active version) and run until idle; returns its id."""
-        row = services.instance_create(workflow_name=name, instance_id=id, params=params)
+        row = services.instance_create(
+            workflow_name=name, instance_id=id, params=params, priority=priority
+        )
         if run:
             self.run_until_idle()
         return row.instance_id

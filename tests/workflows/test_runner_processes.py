@@ -17,6 +17,7 @@ from workflows.models import WorkflowInstance, WorkflowStep
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
+MODULES = "tests.workflows.sample_workflows"
 
 
 @pytest.fixture
@@ -25,7 +26,9 @@ def runners(tmp_path):
     started: list[subprocess.Popen] = []
 
     class Runners:
-        def start(self, *, lease: float = 2, concurrency: int = 1) -> subprocess.Popen:
+        def start(
+            self, *, lease: float = 2, concurrency: int = 1, modules: str = MODULES
+        ) -> subprocess.Popen:
             s = connection.settings_dict
             url = (
                 f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:"
@@ -34,7 +37,7 @@ def runners(tmp_path):
             env = {
                 **os.environ,
                 "DATABASE_URL": url,
-                "WORKFLOWS_MODULES": "tests.workflows.sample_workflows",
+                "WORKFLOWS_MODULES": modules,
                 "WORKFLOWS_LEASE_SECONDS": str(lease),
                 "LOG_LEVEL": "WARNING",
             }

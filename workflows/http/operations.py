@@ -93,7 +93,9 @@ def instance_action(*, instance: WorkflowInstance, action: str, request=None, ac
         return ACTIONS[action](instance=instance)
 
 
-def instance_create(*, workflow_name: str, instance_id=None, params=None, request=None, actor=None):
+def instance_create(
+    *, workflow_name: str, instance_id=None, params=None, priority=5, request=None, actor=None
+):
     with audited(
         action="workflow_instance.create",
         resource=instance_resource(workflow_name, instance_id),
@@ -101,7 +103,7 @@ def instance_create(*, workflow_name: str, instance_id=None, params=None, reques
         actor=actor,
     ) as facts:
         instance = services.instance_create(
-            workflow_name=workflow_name, instance_id=instance_id, params=params
+            workflow_name=workflow_name, instance_id=instance_id, params=params, priority=priority
         )
         facts["instance_id"] = instance.instance_id
         return instance
@@ -176,3 +178,18 @@ def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=
         processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
         return processed
+
+
+def schedules_action(*, workflow_name: str, action: str, request=None, actor=None) -> int:
+    """pause | resume every cron schedule of a workflow; returns how many rows changed."""
+    from workflows import triggers
+
+    with audited(
+        action=f"workflow.schedules_{action}",
+        resource=instance_resource(workflow_name),
+        request=request,
+        actor=actor,
+    ) as facts:
+        changed = getattr(triggers, action)(workflow_name=workflow_name)
+        facts["changed"] = changed
+        return changed

@@ -27,6 +27,17 @@ class EngineNameField(StrictCharField):
     rather than a generic invalid_request."""
 
 
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": 9, "default": 5})
+class PriorityField(serializers.Field):
+    """Passed through as sent: the engine answers invalid_priority for anything but 0-9."""
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
@@ -84,11 +95,13 @@ class InstanceListSerializer(serializers.Serializer):
 class InstanceCreateSerializer(serializers.Serializer):
     id = EngineNameField(required=False, allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
+    priority = PriorityField(required=False, allow_null=True)
 
 
 class BatchItemSerializer(serializers.Serializer):
     id = EngineNameField(allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
+    priority = PriorityField(required=False, allow_null=True)
 
 
 class InstanceBatchSerializer(serializers.Serializer):
@@ -235,3 +248,38 @@ class ActiveVersionSerializer(serializers.Serializer):
     active_version = serializers.IntegerField()
     versions = serializers.ListField(child=serializers.IntegerField())
     updated_at = serializers.DateTimeField(allow_null=True)
+
+
+# --- GET /v1/workflows/{name} ---------------------------------------------------------------
+
+
+class ScheduleSerializer(serializers.Serializer):
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    next_fire_at = serializers.DateTimeField()
+    paused = serializers.BooleanField()
+    last_fired_at = serializers.DateTimeField(allow_null=True)
+
+
+class LoadSerializer(serializers.Serializer):
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+
+
+class ConcurrencySerializer(serializers.Serializer):
+    limit = serializers.IntegerField()
+    key = serializers.CharField(allow_null=True)
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    by_key = serializers.DictField(child=LoadSerializer())
+
+
+class WorkflowDetailSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    versions = serializers.ListField(child=serializers.IntegerField())
+    active_version = serializers.IntegerField(allow_null=True)
+    schedules = ScheduleSerializer(many=True)
+    concurrency = ConcurrencySerializer(allow_null=True)
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    retention = serializers.DictField(child=serializers.CharField(), allow_null=True)

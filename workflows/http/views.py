@@ -21,7 +21,7 @@ from workflows.http import operations, schema  # noqa: F401 - registers the auth
 from workflows.http import serializers as s
 from workflows.http.pagination import keyset_page
 from workflows.http.permissions import workflows_permission
-from workflows.models import WorkflowDeployment, WorkflowInstance
+from workflows.models import DEFAULT_PRIORITY, WorkflowDeployment, WorkflowInstance
 
 # The HTTP contract of every engine refusal (issue 6); unknown codes keep the engine's hint.
 STATUS_BY_CODE = {
@@ -34,6 +34,7 @@ STATUS_BY_CODE = {
     "invalid_instance_id": 400,
     "invalid_event_type": 400,
     "invalid_payload": 400,
+    "invalid_priority": 400,
     "invalid_duration": 400,
     "invalid_step": 400,
     "invalid_workflow": 400,
@@ -178,6 +179,7 @@ class InstanceListCreateView(WorkflowsView):
             workflow_name=name,
             instance_id=body.validated_data.get("id"),
             params=body.validated_data.get("params"),
+            priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
             request=request,
         )
         return Response(summary(instance), status=201)
@@ -353,3 +355,41 @@ class ActivateVersionView(WorkflowsView):
     def post(self, request, name, version):
         operations.version_activate(workflow_name=name, version=version, request=request)
         return Response(active_version_body(name))
+
+
+class WorkflowDetailView(WorkflowsView):
+    @extend_schema(
+        responses={200: s.WorkflowDetailSerializer, **ERRORS},
+        summary="One workflow: versions, schedules, concurrency, retention",
+        operation_id="workflows_get",
+    )
+    def get(self, request, name):
+        return Response(selectors.workflow_detail(workflow_name=name))
+
+
+class SchedulesActionView(WorkflowsView):
+    """pause | resume every cron schedule of a workflow (audited)."""
+
+    scopes = {"POST": "manage"}
+    action = "pause"
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.WorkflowDetailSerializer, **ERRORS},
+    )
+    @mutation("workflow.schedules_{action}")
+    def post(self, request, name):
+        operations.schedules_action(workflow_name=name, action=self.action, request=request)
+        return Response(selectors.workflow_detail(workflow_name=name))
+
+
+SCHEDULE_VIEWS = {
+    action: extend_schema_view(
+        post=extend_schema(
+            summary=f"{action.capitalize()} a workflow's cron schedules",
+            operation_id=f"workflows_schedules_{action}",
+        )
+    )(type(f"Schedules{action.capitalize()}View", (SchedulesActionView,), {"action": action}))
+    for action in ("pause", "resume")
+}

@@ -3,6 +3,11 @@
 PostgreSQL: one UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED) RETURNING, walking the
 partial index workflow_task_runnable. SQLite: pick candidates, then a compare-and-set UPDATE per
 candidate (exactly one row changed = ours). Lease times come from the runtime clock.
+
+Concurrency caps (workflows.concurrency), only when the deployment's code caps a workflow: the
+walk skips rows of groups already at their cap; on PostgreSQL the picked row of a capped group
+is then claimed under a transaction-scoped advisory lock on its group, after a recount in a
+fresh statement, so racing runners never start more than the cap between them.
 """
 
 import json
@@ -10,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Min, Q
 
-from workflows import runtime
+from workflows import concurrency, runtime
 from workflows.authoring import registry
 from workflows.decisions import StepState
 from workflows.models import (
@@ -54,17 +59,18 @@ class Loaded:
 
 # Runnable = run_at set and due, lease free or expired, in the partial index's order. One
 # statement claims the task, flips a waiting instance to active and returns what the run needs.
-_PG_CLAIM = """
-WITH c AS (
-    UPDATE workflow_task
-    SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1, claims = claims + 1
-    WHERE id = (
+_PG_NEXT = """(
         SELECT id FROM workflow_task
         WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
         ORDER BY priority, run_at
         LIMIT 1
         FOR UPDATE SKIP LOCKED
-    )
+    )"""
+_PG_CLAIM_TEMPLATE = """
+WITH c AS (
+    UPDATE workflow_task
+    SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1, claims = claims + 1
+    WHERE id = {target}
     RETURNING id, instance_id, run_number, fencing_token, kind, claims
 ), i AS (
     UPDATE workflow_instance w
@@ -79,6 +85,28 @@ SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
        i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id
 FROM c LEFT JOIN i ON i.id = c.instance_id
 """
+_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(target=_PG_NEXT)
+
+# Capped deployments: pick (skipping full groups), then recount under the group's lock.
+_FULL_GROUPS = """
+SELECT concurrency_group FROM workflow_task
+WHERE locked_until > %s AND concurrency_limit IS NOT NULL
+GROUP BY concurrency_group HAVING count(*) >= min(concurrency_limit)
+"""
+_PG_PICK = f"""
+SELECT id, concurrency_group, concurrency_limit FROM workflow_task
+WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
+  AND (concurrency_limit IS NULL OR concurrency_group NOT IN ({_FULL_GROUPS}))
+ORDER BY priority, run_at
+LIMIT 1
+FOR UPDATE SKIP LOCKED
+"""
+_PG_GROUP_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 13))"
+_PG_RUNNING = """
+SELECT count(*) FROM workflow_task
+WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > %s
+"""
+_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(target="%s")  # a row _PG_PICK locked
 
 _STEP_FIELDS = (
     "pk",
@@ -100,14 +128,18 @@ _STEP_FIELDS = (
 
 def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | None:
     """Claim the next due task and load its instance and steps."""
+    capped = concurrency.any_capped()
     for _ in range(50):  # a claimed row may be stale or unrunnable here; set it aside, go on
         now = runtime.now()
         until = now + timedelta(seconds=lease_seconds)
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and capped:
+            with transaction.atomic():
+                got = _claim_postgres_capped(owner, lease_seconds, now, until)
+        elif connection.vendor == "postgresql":
             got = _claim_postgres(owner, lease_seconds, now, until)
         else:
             with transaction.atomic():
-                got = _claim_cas(owner, lease_seconds, now, until)
+                got = _claim_cas(owner, lease_seconds, now, until, capped=capped)
         if got is None:
             return None
         if got is not False:
@@ -115,9 +147,12 @@ def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | No
     return None
 
 
-def _claim_postgres(owner, lease_seconds, now, until):
+def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = None):
     with connection.cursor() as cursor:
-        cursor.execute(_PG_CLAIM, [owner, until, now, now, now, now])
+        if picked is None:
+            cursor.execute(_PG_CLAIM, [owner, until, now, now, now, now])
+        else:
+            cursor.execute(_PG_CLAIM_PICKED, [owner, until, picked, now, now])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -139,17 +174,59 @@ def _claim_postgres(owner, lease_seconds, now, until):
     return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
 
 
-def _claim_cas(owner, lease_seconds, now, until):
-    """SQLite: pick candidates, then compare-and-set each; exactly one row changed = ours."""
+def _claim_postgres_capped(owner, lease_seconds, now, until):
+    """In the caller's transaction: lock the next runnable row not in a full group; for a
+    capped group, take the group's advisory lock and recount (a new statement sees claims that
+    committed meanwhile); claim it only while the group is under its cap."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PG_PICK, [now, now, now])
+        picked = cursor.fetchone()
+        if picked is None:
+            return None
+        task_pk, group, limit = picked
+        if limit is not None:
+            cursor.execute(_PG_GROUP_LOCK, [group])
+            cursor.execute(_PG_RUNNING, [group, now])
+            if cursor.fetchone()[0] >= limit:
+                return False  # filled up since the pick: look again
+    return _claim_postgres(owner, lease_seconds, now, until, picked=task_pk)
+
+
+def _not_in_full_group(now):
+    """Rows of uncapped workflows, or of groups still under their cap (counted at `now`)."""
+    full = (
+        WorkflowTask.objects.filter(locked_until__gt=now, concurrency_limit__isnull=False)
+        .values("concurrency_group")
+        .annotate(running=Count("id"), cap=Min("concurrency_limit"))
+        .filter(running__gte=F("cap"))
+        .values("concurrency_group")
+    )
+    return Q(concurrency_limit__isnull=True) | ~Q(concurrency_group__in=full)
+
+
+def _group_full(group: str, limit: int, now) -> bool:
+    running = WorkflowTask.objects.filter(
+        concurrency_group=group, concurrency_limit__isnull=False, locked_until__gt=now
+    ).count()
+    return running >= limit
+
+
+def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
+    """SQLite: pick candidates, then compare-and-set each; exactly one row changed = ours.
+    SQLite runs one writer at a time, so the cap's count and the claim cannot interleave."""
     due = Q(run_at__isnull=False, run_at__lte=now) & (
         Q(locked_until__isnull=True) | Q(locked_until__lte=now)
     )
+    if capped:
+        due &= _not_in_full_group(now)
     candidates = list(
         WorkflowTask.objects.filter(due)
         .order_by("priority", "run_at")
-        .values_list("pk", "fencing_token")[:8]
+        .values_list("pk", "fencing_token", "concurrency_group", "concurrency_limit")[:8]
     )
-    for pk, token in candidates:
+    for pk, token, group, limit in candidates:
+        if limit is not None and _group_full(group, limit, now):
+            continue
         changed = WorkflowTask.objects.filter(due, pk=pk, fencing_token=token).update(
             lock_owner=owner,
             locked_until=until,
@@ -240,6 +317,8 @@ def next_due_at() -> datetime | None:
     """When the earliest runnable task falls due (for pollers deciding how long to sleep)."""
     now = runtime.now()
     free = Q(locked_until__isnull=True) | Q(locked_until__lte=now)  # leased ones are not ours
+    if concurrency.any_capped():
+        free &= _not_in_full_group(now)  # queued behind a cap: due when a slot frees, not now
     return (
         WorkflowTask.objects.filter(free, run_at__isnull=False)
         .order_by("run_at")
