@@ -1,5 +1,6 @@
 """Ingest benchmark: webhook accept rate and latency, normalize rate through one qcluster (ORM and
-Redis brokers), and the web worker's peak RSS for one 50 MB delivery.
+Redis brokers), the web worker's peak RSS for one 50 MB delivery, and (--big-pending) the
+consumer's peak RSS with five 40 MB rows pending.
 
     .venv/bin/python bench/ingest.py [--n 5000] [--c 16] [--url URL] [--workers 3]
 
@@ -15,6 +16,7 @@ Targets (issue 2): ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 norm
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -451,6 +453,86 @@ def big_delivery(env: dict) -> dict:
     }
 
 
+def tree_pids(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
+    """Peak RSS of the qcluster's worker processes while `rows` deliveries of `mb` MB each are
+    pending (issue 10 §6): one task is published, its batch claim meets all of them."""
+    import hashlib
+
+    from ingest.models import RawEvent, RawEventState
+    from ingest.queue import queue_publish
+
+    reset_tables()
+    body = big_body(mb * 1024 * 1024)
+    ids = []
+    for i in range(rows):
+        unique = body.replace(b'"hr_samples":[', f'"bench_row":{i},"hr_samples":['.encode(), 1)
+        ids.append(
+            RawEvent.objects.create(
+                event_type="daily",
+                reference_id="bench0",
+                body=unique,
+                dedup_key=hashlib.sha256(unique).hexdigest(),
+                signature_verified=True,
+            ).pk
+        )
+    del body, unique
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**env, "Q_WORKERS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        time.sleep(5)  # start-up: the worker is idle (nothing is published yet)
+        workers = [p for p in tree_pids(cluster.pid) if p != cluster.pid]
+        idle = {pid: rss_peak_kb(pid) for pid in workers}
+        began = time.perf_counter()
+        queue_publish(ids[0])
+        peak = dict(idle)
+        while time.perf_counter() - began < 600:
+            for pid in tree_pids(cluster.pid):
+                with contextlib.suppress(FileNotFoundError):
+                    peak[pid] = max(peak.get(pid, 0), rss_peak_kb(pid))
+            done = RawEvent.objects.filter(pk__in=ids).exclude(state=RawEventState.PENDING).count()
+            if done == rows:
+                break
+            time.sleep(0.1)
+        seconds = time.perf_counter() - began
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        try:
+            cluster.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+    idle_kb = max(idle.values()) if idle else 0
+    peak_kb = max(peak.values()) if peak else 0
+    growth = (peak_kb - idle_kb) * 1024 / (mb * 1024 * 1024)
+    return {
+        "rows": rows,
+        "row_mb": mb,
+        "seconds": round(seconds, 1),
+        "states": counts(),
+        "process_idle_peak_mb": round(idle_kb / 1024, 1),
+        "process_peak_rss_mb": round(peak_kb / 1024, 1),
+        "growth_over_largest_payload": round(growth, 2),
+    }
+
+
 def run_broker(name: str, url: str, redis_url: str, args) -> dict:
     env = server_env(url, redis_url)
     reset_tables()
@@ -499,6 +581,11 @@ def main() -> None:
     parser.add_argument("--brokers", default="orm,redis")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument(
+        "--big-pending",
+        action="store_true",
+        help="only the consumer's peak RSS with five 40 MB rows pending",
+    )
+    parser.add_argument(
         "--reuse-db", action="store_true", help="keep the bench database from the last run"
     )
     args = parser.parse_args()
@@ -519,6 +606,9 @@ def main() -> None:
         f"{args.workers}×{args.threads} · N={args.n} C={args.c}",
         flush=True,
     )
+    if args.big_pending:
+        print(f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url)))}", flush=True)
+        return
     results = {}
     for broker in filter(None, args.brokers.split(",")):
         results[broker] = run_broker(broker, url, REDIS if broker == "redis" else "", args)

@@ -45,6 +45,7 @@ class Registry:
         self._defs: dict[tuple[str, int], WorkflowDefinition] = {}
         self._order: list[tuple[str, int]] = []  # registration order: the first is auto-activated
         self._lock = threading.Lock()
+        self.generation = 0  # bumped on every change (triggers re-sync schedule rows)
 
     def register(self, definition: WorkflowDefinition) -> None:
         key = (definition.name, definition.version)
@@ -52,12 +53,14 @@ class Registry:
             if key not in self._defs:
                 self._order.append(key)
             self._defs[key] = definition
+            self.generation += 1
 
     def unregister(self, name: str, version: int) -> None:
         """For tests and hot reloads: forget one version."""
         with self._lock:
             self._defs.pop((name, version), None)
             self._order = [k for k in self._order if k != (name, version)]
+            self.generation += 1
 
     def get(self, name: str, version: int) -> WorkflowDefinition | None:
         return self._defs.get((name, version))

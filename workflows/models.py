@@ -246,3 +246,37 @@ class WorkflowLog(models.Model):
 
     def __str__(self):
         return f"{self.level} {self.message[:40]}"
+
+
+class WorkflowSchedule(models.Model):
+    """One cron trigger of a workflow (workflows.triggers): when it fires next. The row is
+    created the first time a runner sees the schedule in the code, so nothing fires for
+    earlier times; `paused` stops it firing (operators pause a workflow's schedules)."""
+
+    workflow_name = models.CharField(max_length=64)
+    expression = models.CharField(max_length=100)
+    timezone = models.CharField(max_length=64, default="UTC")
+    next_fire_at = models.DateTimeField()
+    paused = models.BooleanField(default=False)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "workflow_schedule"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_name", "expression"], name="workflow_schedule_unique"
+            ),
+        ]
+        indexes = [
+            # triggers.fire_due / next_fire_at: unpaused rows by fire time.
+            models.Index(
+                fields=["next_fire_at"],
+                name="workflow_schedule_due",
+                condition=Q(paused=False),
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.workflow_name} {self.expression}"

@@ -4,9 +4,13 @@ Querysets are ordered by `id` so cursor pagination can use `id` as the cursor; t
 in models.py back each list. Nothing here writes.
 """
 
-from django.db.models import QuerySet
+from datetime import timedelta
 
+from django.db.models import Count, Q, QuerySet
+
+from workflows import runtime
 from workflows.authoring import registry
+from workflows.concurrency import split_group
 from workflows.errors import InstanceNotFound
 from workflows.models import (
     TERMINAL_STATUSES,
@@ -16,6 +20,7 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowLog,
     WorkflowStep,
+    WorkflowTask,
 )
 
 VERSION_MISSING = "version_missing"
@@ -162,4 +167,78 @@ def instance_history(*, instance: WorkflowInstance, run_number: int | None = Non
         "steps": instance_steps(instance=instance, run_number=run_number),
         "events": instance_events(instance=instance, run_number=run_number),
         "logs": instance_logs(instance=instance, run_number=run_number),
+    }
+
+
+def workflow_load(*, workflow_name: str | None = None) -> dict[str, dict]:
+    """Per workflow: {"running", "queued", "by_key": {key: {"running", "queued"}}}. Running =
+    task leased by a runner; queued = due and not leased (for a capped workflow: waiting for a
+    slot or for a runner). Keys are the concurrency_key values of capped workflows."""
+    now = runtime.now()
+    leased = Q(locked_until__gt=now)
+    due_free = Q(run_at__lte=now) & (Q(locked_until__isnull=True) | Q(locked_until__lte=now))
+    rows = WorkflowTask.objects.all()
+    if workflow_name is not None:
+        rows = rows.filter(instance__workflow_name=workflow_name)
+    rows = (
+        rows.values("instance__workflow_name", "concurrency_group")
+        .annotate(running=Count("id", filter=leased), queued=Count("id", filter=due_free))
+        .order_by()
+    )
+    out: dict[str, dict] = {}
+    for row in rows:
+        name = row["instance__workflow_name"]
+        entry = out.setdefault(name, {"running": 0, "queued": 0, "by_key": {}})
+        entry["running"] += row["running"]
+        entry["queued"] += row["queued"]
+        _, key = split_group(row["concurrency_group"])
+        if key is not None and (row["running"] or row["queued"]):
+            entry["by_key"][key] = {"running": row["running"], "queued": row["queued"]}
+    return out
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+def workflow_detail(*, workflow_name: str) -> dict:
+    """GET /v1/workflows/{name}: versions, active version, schedules (next fire, paused),
+    concurrency (cap, key, running/queued) and the retention in force."""
+    from workflows import triggers
+
+    versions = registry.require(workflow_name)
+    pointer = (
+        WorkflowDeployment.objects.filter(workflow_name=workflow_name)
+        .values_list("active_version", flat=True)
+        .first()
+    )
+    exists = WorkflowDeployment.objects.filter(workflow_name=workflow_name).exists()
+    definition = registry.latest(workflow_name)
+    load = workflow_load(workflow_name=workflow_name).get(
+        workflow_name, {"running": 0, "queued": 0, "by_key": {}}
+    )
+    concurrency = None
+    if definition.concurrency is not None:
+        concurrency = {
+            "limit": definition.concurrency,
+            "key": definition.concurrency_key,
+            **load,
+        }
+    retention = definition.retention
+    return {
+        "name": workflow_name,
+        "versions": versions,
+        "active_version": pointer if exists else registry.first_version(workflow_name),
+        "schedules": triggers.describe(workflow_name),
+        "concurrency": concurrency,
+        "running": load["running"],
+        "queued": load["queued"],
+        "retention": None
+        if retention is None
+        else {status: _human(keep) for status, keep in retention.items()},
     }

@@ -13,6 +13,15 @@ INSTANCE = "v1/workflows/<str:name>/instances/<str:instance_id>"
 urlpatterns = [
     path("v1/workflows", views.WorkflowListView.as_view(), name="workflows-list"),
     path("v1/workflows/_runner/tick", views.RunnerTickView.as_view(), name="workflows-tick"),
+    path("v1/workflows/<str:name>", views.WorkflowDetailView.as_view(), name="workflows-get"),
+    *[
+        path(
+            f"v1/workflows/<str:name>/schedules/{action}",
+            views.SCHEDULE_VIEWS[action].as_view(),
+            name=f"workflows-schedules-{action}",
+        )
+        for action in views.SCHEDULE_VIEWS
+    ],
     path(
         "v1/workflows/<str:name>/instances",
         views.InstanceListCreateView.as_view(),

@@ -48,12 +48,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def private_postgres():
-    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-    if not bins:
-        pytest.skip("no PostgreSQL server binaries")
-    bin_dir = bins[-1]
+def private_cluster():
+    """Generator: start a throw-away cluster, yield (url, postmaster pid), stop it on close."""
+    bin_dir = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
     base = tempfile.mkdtemp(prefix="vf-frozen-")
     data = os.path.join(base, "data")
     if os.geteuid() == 0:
@@ -76,8 +73,14 @@ def private_postgres():
 
 
 @pytest.fixture
-def web(private_postgres, tmp_path):
-    url, postmaster = private_postgres
+def private_postgres():
+    if not glob.glob("/usr/lib/postgresql/*/bin"):
+        pytest.skip("no PostgreSQL server binaries")
+    yield from private_cluster()
+
+
+def web_server(url: str, tmp_path: Path):
+    """Generator: migrate `url`, run one sync gunicorn worker on it, yield its base URL."""
     # One sync worker: the request after the freeze meets the persistent connection the first
     # one opened (a fresh connection would fail on connect_timeout alone).
     env = {
@@ -118,7 +121,7 @@ def web(private_postgres, tmp_path):
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
-        yield base, postmaster
+        yield base, None
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -126,6 +129,17 @@ def web(private_postgres, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def web(private_postgres, tmp_path):
+    url, postmaster = private_postgres
+    server = web_server(url, tmp_path)
+    base, _ = next(server)
+    try:
+        yield base, postmaster
+    finally:
+        server.close()
 
 
 def _deliver(base: str, note: str) -> httpx.Response:

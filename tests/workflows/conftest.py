@@ -34,3 +34,21 @@ def fleet():
     for name in fleet_workflows.NAMES:
         for version in registry.versions(name):
             registry.unregister(name, version)
+
+
+@pytest.fixture
+def cron_fleet():
+    """Registers tests/workflows/cron_workflows.py (cron schedules) for one test only."""
+    import importlib
+
+    from tests.workflows import cron_workflows
+    from workflows import triggers
+    from workflows.authoring import registry
+
+    importlib.reload(cron_workflows)
+    triggers.gate.reset()
+    yield cron_workflows
+    for name in cron_workflows.NAMES:
+        for version in registry.versions(name):
+            registry.unregister(name, version)
+    triggers.gate.reset()

@@ -102,3 +102,44 @@ def test_a_per_key_cap_holds_per_user_under_racing_runners(
     print(f"most fleet-per-user callbacks at once per user: {peaks} (cap 1 each)")
     assert set(peaks) == {"ann", "bob", "cy"}
     assert max(peaks.values()) == 1
+
+
+def test_two_runners_firing_the_same_schedule_create_one_instance_per_fire_time(
+    runners,  # noqa: F811
+    cron_fleet,
+    transactional_db,
+):
+    from datetime import timedelta
+
+    from workflows import cron, runtime
+    from workflows.models import WorkflowSchedule
+
+    modules = MODULES + ",tests.workflows.cron_workflows"
+    for _ in range(2):
+        runners.start(concurrency=2, modules=modules)
+    rows = WorkflowSchedule.objects.filter(workflow_name="cron-minutely")
+    wait_for(rows.exists, what="the runners to see the schedule")
+    began = runtime.now()
+    for _ in range(3):  # make it due now, three times over: both runners race for it each time
+        rows.update(next_fire_at=runtime.now() - timedelta(seconds=1))
+        wait_for(
+            lambda: rows.filter(next_fire_at__gt=runtime.now()).exists(),
+            what="a runner to fire the schedule",
+        )
+    wait_for(
+        lambda: not WorkflowInstance.objects.exclude(status="complete").exists(),
+        what="the fired instances to complete",
+    )
+    ended = runtime.now()
+    ids = list(
+        WorkflowInstance.objects.filter(workflow_name="cron-minutely").values_list(
+            "instance_id", flat=True
+        )
+    )
+    minutes = set()
+    at = cron.latest_at_or_before("* * * * *", "UTC", began)
+    while at <= ended:
+        minutes.add(cron.instance_id(at))
+        at += timedelta(minutes=1)
+    assert ids and set(ids) <= minutes  # only fire times of this window, each at most once
+    assert len(ids) == len(set(ids)) <= len(minutes)

@@ -178,3 +178,18 @@ def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=
         processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
         return processed
+
+
+def schedules_action(*, workflow_name: str, action: str, request=None, actor=None) -> int:
+    """pause | resume every cron schedule of a workflow; returns how many rows changed."""
+    from workflows import triggers
+
+    with audited(
+        action=f"workflow.schedules_{action}",
+        resource=instance_resource(workflow_name),
+        request=request,
+        actor=actor,
+    ) as facts:
+        changed = getattr(triggers, action)(workflow_name=workflow_name)
+        facts["changed"] = changed
+        return changed

@@ -248,3 +248,38 @@ class ActiveVersionSerializer(serializers.Serializer):
     active_version = serializers.IntegerField()
     versions = serializers.ListField(child=serializers.IntegerField())
     updated_at = serializers.DateTimeField(allow_null=True)
+
+
+# --- GET /v1/workflows/{name} ---------------------------------------------------------------
+
+
+class ScheduleSerializer(serializers.Serializer):
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    next_fire_at = serializers.DateTimeField()
+    paused = serializers.BooleanField()
+    last_fired_at = serializers.DateTimeField(allow_null=True)
+
+
+class LoadSerializer(serializers.Serializer):
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+
+
+class ConcurrencySerializer(serializers.Serializer):
+    limit = serializers.IntegerField()
+    key = serializers.CharField(allow_null=True)
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    by_key = serializers.DictField(child=LoadSerializer())
+
+
+class WorkflowDetailSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    versions = serializers.ListField(child=serializers.IntegerField())
+    active_version = serializers.IntegerField(allow_null=True)
+    schedules = ScheduleSerializer(many=True)
+    concurrency = ConcurrencySerializer(allow_null=True)
+    running = serializers.IntegerField()
+    queued = serializers.IntegerField()
+    retention = serializers.DictField(child=serializers.CharField(), allow_null=True)

@@ -355,3 +355,41 @@ class ActivateVersionView(WorkflowsView):
     def post(self, request, name, version):
         operations.version_activate(workflow_name=name, version=version, request=request)
         return Response(active_version_body(name))
+
+
+class WorkflowDetailView(WorkflowsView):
+    @extend_schema(
+        responses={200: s.WorkflowDetailSerializer, **ERRORS},
+        summary="One workflow: versions, schedules, concurrency, retention",
+        operation_id="workflows_get",
+    )
+    def get(self, request, name):
+        return Response(selectors.workflow_detail(workflow_name=name))
+
+
+class SchedulesActionView(WorkflowsView):
+    """pause | resume every cron schedule of a workflow (audited)."""
+
+    scopes = {"POST": "manage"}
+    action = "pause"
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.WorkflowDetailSerializer, **ERRORS},
+    )
+    @mutation("workflow.schedules_{action}")
+    def post(self, request, name):
+        operations.schedules_action(workflow_name=name, action=self.action, request=request)
+        return Response(selectors.workflow_detail(workflow_name=name))
+
+
+SCHEDULE_VIEWS = {
+    action: extend_schema_view(
+        post=extend_schema(
+            summary=f"{action.capitalize()} a workflow's cron schedules",
+            operation_id=f"workflows_schedules_{action}",
+        )
+    )(type(f"Schedules{action.capitalize()}View", (SchedulesActionView,), {"action": action}))
+    for action in ("pause", "resume")
+}

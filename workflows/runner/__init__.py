@@ -11,8 +11,9 @@ import socket
 from django.conf import settings
 
 from ops.request_id import log_context, reset_request_id, set_request_id
-from workflows import runtime
-from workflows.runner.claim import claim_next, next_due_at
+from workflows import runtime, triggers
+from workflows.runner.claim import claim_next
+from workflows.runner.claim import next_due_at as next_task_due_at
 from workflows.runner.execute import Budget, execute
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,21 @@ def lease_seconds() -> float:
     return float(getattr(settings, "WORKFLOWS_LEASE_SECONDS", 30))
 
 
+def next_due_at():
+    """When the earliest task or cron fire time falls due (runner idle sleeps): a schedule
+    wakes an idle runner exactly as a sleep does."""
+    times = [t for t in (next_task_due_at(), triggers.next_fire_at()) if t is not None]
+    return min(times) if times else None
+
+
 def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) -> str | None:
     """Claim one due task and run it; None when nothing is due. Engine bugs are logged and the
-    lease left to expire, so another runner retries the task instead of this process dying."""
+    lease left to expire, so another runner retries the task instead of this process dying.
+    Due cron schedules are fired first (cheap unless one may be due)."""
+    try:
+        triggers.maybe_fire()
+    except Exception:  # a broken schedule must not stop the runner; the next call retries
+        log.exception("firing cron schedules failed")
     got = claim_next(owner=owner, lease_seconds=lease_seconds())
     if got is None:
         return None

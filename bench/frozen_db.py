@@ -1,0 +1,63 @@
+"""Webhook answer time with the database frozen (issue 10 §6): a private PostgreSQL cluster
+(port VF_PRIVATE_PG_PORT, 5442 by default) is frozen with SIGSTOP — the kernel still accepts and
+ACKs, the server never replies — while gunicorn (one sync worker, its connection already open)
+receives deliveries. Prints each answer's status and time; asserts nothing.
+
+    .venv/bin/python bench/frozen_db.py [--n 5]
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5)
+    args = parser.parse_args()
+    import signal
+    import tempfile
+
+    import django
+
+    django.setup()
+    from tests.ingest import test_frozen_database as frozen
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = frozen.private_cluster()
+        url, postmaster = next(cluster)
+        server = frozen.web_server(url, Path(tmp))
+        try:
+            base, _ = next(server)
+            print("before freezing:", frozen._deliver(base, "warm").status_code)
+            stopped = [postmaster, *frozen._children(postmaster)]
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            times = []
+            try:
+                for i in range(args.n):
+                    began = time.perf_counter()
+                    try:
+                        status = frozen._deliver(base, f"frozen-{i}").status_code
+                    except Exception as exc:  # the client's own 30 s timeout
+                        status = type(exc).__name__
+                    times.append(round(time.perf_counter() - began, 2))
+                    print(f"frozen delivery {i}: {status} in {times[-1]} s", flush=True)
+            finally:
+                for pid in stopped:
+                    os.kill(pid, signal.SIGCONT)
+            print(json.dumps({"answer_seconds": times, "max_s": max(times)}))
+        finally:
+            server.close()
+            cluster.close()
+
+
+if __name__ == "__main__":
+    main()
