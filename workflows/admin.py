@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from ops import strict_json
 from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
-from workflows import runtime
+from workflows import runtime, selectors, triggers
 from workflows.authoring import registry
 from workflows.http import operations
 from workflows.http.permissions import policy_check
@@ -384,13 +384,22 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
             counts.setdefault((row["workflow_name"], row["version"]), {})[row["status"]] = row["n"]
         active = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
         names = sorted(set(registry.names()) | {name for name, _ in counts} | set(active))
+        load = selectors.workflow_load()
         workflows = []
         for name in names:
             versions = sorted(set(registry.versions(name)) | {v for n, v in counts if n == name})
+            definition = registry.latest(name)
+            idle = {"running": 0, "queued": 0, "by_key": {}}
             workflows.append(
                 {
                     "name": name,
                     "active_version": active.get(name),
+                    "load": load.get(name, idle),
+                    "concurrency": definition.concurrency if definition else None,
+                    "concurrency_key": definition.concurrency_key if definition else None,
+                    "schedules": triggers.describe(name)
+                    if definition and definition.schedules
+                    else [],
                     "versions": [
                         {
                             "version": v,

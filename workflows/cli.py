@@ -179,6 +179,9 @@ def cmd_workflows_list(api: Api, args, out) -> None:
             f"active={active if active is not None else 'none'}",
             file=out,
         )
+        for sched in wf.get("schedules", []):
+            state = "paused" if sched["paused"] else f"next {sched['next_fire_at']}"
+            print(f"  schedule {sched['cron']!r} ({sched['timezone']}): {state}", file=out)
 
 
 def cmd_instances_list(api: Api, args, out) -> None:

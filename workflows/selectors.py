@@ -27,14 +27,18 @@ VERSION_MISSING = "version_missing"
 
 
 def workflow_summaries() -> list[dict]:
-    """[{"name", "versions", "active_version"}] for every registered workflow. With no stored
-    pointer, active_version is the version that will be activated on first create."""
+    """[{"name", "versions", "active_version", "schedules"}] for every registered workflow. With
+    no stored pointer, active_version is the version that will be activated on first create."""
+    from workflows import triggers
+
     pointers = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
     return [
         {
             "name": name,
             "versions": registry.versions(name),
             "active_version": pointers[name] if name in pointers else registry.first_version(name),
+            # Only workflows with cron triggers cost a query.
+            "schedules": triggers.describe(name) if registry.latest(name).schedules else [],
         }
         for name in registry.names()
     ]

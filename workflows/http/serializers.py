@@ -62,10 +62,19 @@ class DetailsSerializer(serializers.Serializer):
 # --- GET /v1/workflows ----------------------------------------------------------------------
 
 
+class ScheduleSerializer(serializers.Serializer):
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    next_fire_at = serializers.DateTimeField()
+    paused = serializers.BooleanField()
+    last_fired_at = serializers.DateTimeField(allow_null=True)
+
+
 class WorkflowSummarySerializer(serializers.Serializer):
     name = serializers.CharField()
     versions = serializers.ListField(child=serializers.IntegerField())
     active_version = serializers.IntegerField(allow_null=True)
+    schedules = ScheduleSerializer(many=True)
 
 
 class WorkflowListSerializer(serializers.Serializer):
@@ -251,14 +260,6 @@ class ActiveVersionSerializer(serializers.Serializer):
 
 
 # --- GET /v1/workflows/{name} ---------------------------------------------------------------
-
-
-class ScheduleSerializer(serializers.Serializer):
-    cron = serializers.CharField()
-    timezone = serializers.CharField()
-    next_fire_at = serializers.DateTimeField()
-    paused = serializers.BooleanField()
-    last_fired_at = serializers.DateTimeField(allow_null=True)
 
 
 class LoadSerializer(serializers.Serializer):

@@ -90,6 +90,11 @@ class Command(BaseCommand):
         for wf in selectors.workflow_summaries():
             versions = ",".join(map(str, wf["versions"]))
             self.say(f"{wf['name']}  versions={versions}  active={wf['active_version']}")
+            for sched in wf["schedules"]:
+                state = (
+                    "paused" if sched["paused"] else f"next {sched['next_fire_at']:%Y-%m-%dT%H:%MZ}"
+                )
+                self.say(f"  schedule {sched['cron']!r} ({sched['timezone']}): {state}")
 
     def cmd_instances(self, options):
         rows = selectors.instances_for_list(
