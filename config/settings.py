@@ -52,6 +52,27 @@ def env_duration(name: str, default: str | None) -> timedelta | None:
         raise ImproperlyConfigured(f"{name}: {exc}") from None
 
 
+def env_retention(name: str) -> dict[str, timedelta] | None:
+    """How long finished workflow instances are kept: "30 days" for every finished status, or
+    "complete=30 days,errored=90 days,terminated=30 days"; unset keeps them forever."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    statuses = ("complete", "errored", "terminated")
+    try:
+        if "=" not in raw:
+            return dict.fromkeys(statuses, parse_timedelta(raw))
+        out = {}
+        for item in raw.split(","):
+            status, _, duration = item.partition("=")
+            if status.strip() not in statuses:
+                raise DurationError(f"{status.strip()!r} is not one of {', '.join(statuses)}")
+            out[status.strip()] = parse_timedelta(duration)
+        return out
+    except DurationError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+
+
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -252,6 +273,13 @@ WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "workflows.examples" if TERRA_
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
 # Off only where something else drives the runner (the test harness, benches).
 WORKFLOWS_WAKE_TASKS = env_bool("WORKFLOWS_WAKE_TASKS", True)
+# Retention of finished instances (a workflow's own `retention=` wins status by status); the
+# daily workflows-gc schedule deletes what is past it. Unset keeps everything forever.
+WORKFLOWS_RETENTION = env_retention("WORKFLOWS_RETENTION")
+# Log lines of kept instances older than this are pruned by the same run; unset keeps them.
+WORKFLOWS_LOG_RETENTION = env_duration("WORKFLOWS_LOG_RETENTION", None)
+# Instances deleted per transaction: small enough that no table is locked for long.
+WORKFLOWS_GC_BATCH_SIZE = env_int("WORKFLOWS_GC_BATCH_SIZE", 500)
 # Extra authorization per operation: {"create": "pkg.mod.fn", "manage": [...], ...}; see
 # docs/workflows/http.md. Code-only (no env): a policy is a function, not a value.
 WORKFLOWS_POLICIES: dict = {}

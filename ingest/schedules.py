@@ -26,6 +26,7 @@ DRAIN = "terra-drain"
 RECONCILE = "terra-reconcile"
 CLEANUP = "ingest-cleanup"
 WORKFLOW_SWEEP = "workflows-sweep"
+WORKFLOW_GC = "workflows-gc"
 
 
 def drain_task() -> dict:
@@ -69,19 +70,24 @@ def _next_daily(at: dt_time) -> datetime:
     return candidate if candidate > now else candidate + timedelta(days=1)
 
 
+def _workflows_task(name: str):
+    try:
+        return getattr(importlib.import_module("workflows.tasks"), name)
+    except (ImportError, AttributeError):
+        return None
+
+
 def schedule_specs() -> list[Spec]:
     specs = [
         Spec(DRAIN, "ingest.schedules.drain_task", Schedule.MINUTES, minutes=5),
         Spec(RECONCILE, "ingest.schedules.reconcile_task", Schedule.DAILY, at=dt_time(3, 0)),
         Spec(CLEANUP, "ingest.schedules.cleanup_task", Schedule.DAILY, at=dt_time(3, 30)),
     ]
-    # The workflow engine's sweep, when that app provides one (ingest must not require it).
-    try:
-        sweep = importlib.import_module("workflows.tasks").sweep
-    except (ImportError, AttributeError):
-        sweep = None
-    if callable(sweep):
+    # The workflow engine's sweep and GC, when that app provides them (ingest must not require it).
+    if callable(_workflows_task("sweep")):
         specs.append(Spec(WORKFLOW_SWEEP, "workflows.tasks.sweep", Schedule.MINUTES, minutes=1))
+    if callable(_workflows_task("gc")):
+        specs.append(Spec(WORKFLOW_GC, "workflows.tasks.gc", Schedule.DAILY, at=dt_time(4, 0)))
     return specs
 
 

@@ -111,6 +111,13 @@ class WorkflowInstance(models.Model):
             # selectors.instances_for_list: per workflow, optionally per status, newest first.
             models.Index(fields=["workflow_name", "status", "-id"], name="workflow_inst_status"),
             models.Index(fields=["workflow_name", "-id"], name="workflow_inst_name"),
+            # workflows.gc: finished instances of a workflow and status past a cutoff; partial,
+            # so running instances cost it nothing.
+            models.Index(
+                fields=["workflow_name", "status", "completed_at"],
+                name="workflow_inst_finished",
+                condition=Q(status__in=["complete", "errored", "terminated"]),
+            ),
         ]
 
     def __str__(self):
@@ -242,6 +249,8 @@ class WorkflowLog(models.Model):
         db_table = "workflow_log"
         indexes = [
             models.Index(fields=["instance", "run_number", "id"], name="workflow_log_run"),
+            # workflows.gc.logs_prune: lines past WORKFLOWS_LOG_RETENTION, oldest first.
+            models.Index(fields=["created_at"], name="workflow_log_created"),
         ]
 
     def __str__(self):

@@ -201,7 +201,8 @@ def workflow_load(*, workflow_name: str | None = None) -> dict[str, dict]:
     return out
 
 
-def _human(delta: timedelta) -> str:
+def retention_text(delta: timedelta) -> str:
+    """A retention for people: 30 days, 12 hours, 90 seconds."""
     seconds = int(delta.total_seconds())
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds and seconds % size == 0:
@@ -233,7 +234,9 @@ def workflow_detail(*, workflow_name: str) -> dict:
             "key": definition.concurrency_key,
             **load,
         }
-    retention = definition.retention
+    from workflows.gc import retention_for
+
+    retention = retention_for(workflow_name) or None  # the workflow's over the project default
     return {
         "name": workflow_name,
         "versions": versions,
@@ -244,5 +247,5 @@ def workflow_detail(*, workflow_name: str) -> dict:
         "queued": load["queued"],
         "retention": None
         if retention is None
-        else {status: _human(keep) for status, keep in retention.items()},
+        else {status: retention_text(keep) for status, keep in retention.items()},
     }

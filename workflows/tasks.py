@@ -1,5 +1,6 @@
 """django-q2 entry points: a wake task enqueued after commit whenever work becomes runnable,
-and `sweep` for the one-minute schedule that catches everything else (timers, lost wakes)."""
+`sweep` for the one-minute schedule that catches everything else (timers, lost wakes), and `gc`
+for the daily retention schedule."""
 
 import logging
 import time
@@ -52,3 +53,13 @@ def sweep(seconds: float = SWEEP_SECONDS) -> int:
         if done == 0:
             break
     return processed
+
+
+def gc() -> dict:
+    """Daily: delete finished instances past retention and prune old log lines (workflows.gc);
+    the counts go to the audit log and the task result."""
+    from workflows.gc import gc_record, gc_run
+
+    report = gc_run()
+    gc_record(report)
+    return report.as_dict()

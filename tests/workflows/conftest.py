@@ -52,3 +52,18 @@ def cron_fleet():
         for version in registry.versions(name):
             registry.unregister(name, version)
     triggers.gate.reset()
+
+
+@pytest.fixture
+def retention_fleet():
+    """Registers tests/workflows/retention_workflows.py (retention) for one test only."""
+    import importlib
+
+    from tests.workflows import retention_workflows
+    from workflows.authoring import registry
+
+    importlib.reload(retention_workflows)
+    yield retention_workflows
+    for name in retention_workflows.NAMES:
+        for version in registry.versions(name):
+            registry.unregister(name, version)

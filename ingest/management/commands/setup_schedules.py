@@ -10,7 +10,8 @@ class Command(BaseCommand):
         "Create or update the django-q2 schedules by name: terra-drain every 5 min, "
         "terra-reconcile daily 03:00 UTC (7-day backfill of every active connection), "
         "ingest-cleanup daily 03:30 (expired idempotency keys, old traces), and "
-        "workflows-sweep when workflows.tasks.sweep exists. Safe to run on every deploy: "
+        "workflows-sweep (every minute) and workflows-gc (daily 04:00, retention) when the "
+        "workflow engine provides them. Safe to run on every deploy: "
         "a second run leaves the same rows."
     )
 

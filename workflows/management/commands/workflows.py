@@ -10,14 +10,16 @@ audit-logged like the API's (actor "system:manage.py").
     ./manage.py workflows pause|resume|restart|terminate --workflow lab-report --id upload-42
     ./manage.py workflows send-event --workflow lab-report --id upload-42 --type lab_report
     ./manage.py workflows activate --workflow lab-report --version 2
+    ./manage.py workflows gc [--dry-run]
 """
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ops.errors import ApiError
-from workflows import selectors
+from workflows import gc, selectors
 from workflows.cli import describe, fmt_log, wait_reason
 from workflows.http import operations
 from workflows.http.serializers import LogRowSerializer
@@ -66,6 +68,9 @@ class Command(BaseCommand):
         p = one("send-event", "deliver an event")
         p.add_argument("--type", "-t", required=True)
         p.add_argument("--payload")
+        p = sub.add_parser("gc", help="delete finished instances past retention (see workflows.gc)")
+        p.add_argument("--dry-run", action="store_true", help="print what would be deleted")
+        p.add_argument("--batch-size", type=int, help="instances per transaction")
         p = sub.add_parser("activate", help="make a version the one new instances run")
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--version", type=int, required=True, dest="workflow_version")
@@ -95,6 +100,25 @@ class Command(BaseCommand):
                     "paused" if sched["paused"] else f"next {sched['next_fire_at']:%Y-%m-%dT%H:%MZ}"
                 )
                 self.say(f"  schedule {sched['cron']!r} ({sched['timezone']}): {state}")
+
+    def cmd_gc(self, options):
+        report = gc.gc_run(dry_run=options["dry_run"], batch_size=options["batch_size"])
+        verb = "would delete" if report.dry_run else "deleted"
+        if not report.targets:
+            self.say("no retention configured: finished instances are kept forever")
+        for target in report.targets:
+            n = report.instances.get((target.workflow_name, target.status), 0)
+            self.say(
+                f"{target.workflow_name}  {target.status} older than {selectors.retention_text(target.keep)}: "
+                f"{verb} {n} instance(s)"
+            )
+        rows = ", ".join(f"{label} {n}" for label, n in sorted(report.rows.items()))
+        self.say(f"total: {verb} {rows or 'nothing'}")
+        if settings.WORKFLOWS_LOG_RETENTION:
+            keep = selectors.retention_text(settings.WORKFLOWS_LOG_RETENTION)
+            self.say(f"log lines older than {keep}: {verb} {report.log_lines_pruned}")
+        if not report.dry_run:
+            gc.gc_record(report, actor=ACTOR)
 
     def cmd_instances(self, options):
         rows = selectors.instances_for_list(
