@@ -16,7 +16,12 @@ def test_workflows_list_shows_versions_and_the_active_pointer(ops_api):
     response = ops_api.get("/v1/workflows")
     assert response.status_code == 200
     by_name = {w["name"]: w for w in response.json()["workflows"]}
-    assert by_name["h5-ver"] == {"name": "h5-ver", "versions": [1, 2], "active_version": 1}
+    assert by_name["h5-ver"] == {
+        "name": "h5-ver",
+        "versions": [1, 2],
+        "active_version": 1,
+        "schedules": [],
+    }
     assert by_name["h5-approval"]["versions"] == [1]
 
 
