@@ -2,13 +2,16 @@
 
     .venv/bin/python bench/workflows.py            # everything (about 5 minutes)
     .venv/bin/python bench/workflows.py --quick    # smaller counts
-    .venv/bin/python bench/workflows.py --only throughput   # or sequential, wake
+    .venv/bin/python bench/workflows.py --only throughput   # or sequential, wake, capped, cron, gc
 
 Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
 server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
 1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
-wake latency after a 1 s sleep (p50/p99).
+wake latency after a 1 s sleep (p50/p99). Fleet (issue 13): the claim rate of 4 runners with a
+concurrency cap set (global cap, and a cap per key), cron fire lateness (p50/p99 over 30 minutely
+schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2 runners keep
+running, with their throughput before and during the GC.
 
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
@@ -62,12 +65,15 @@ def commits(name: str) -> int:
     return int(row[0])
 
 
-def child_env(*, async_commit: bool = False) -> dict:
+SAMPLE_MODULES = "tests.workflows.sample_workflows,tests.workflows.fleet_workflows"
+
+
+def child_env(*, async_commit: bool = False, modules: str = SAMPLE_MODULES) -> dict:
     return {
         **os.environ,
         "DATABASE_URL": db_url(async_commit=async_commit),
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "WORKFLOWS_MODULES": "tests.workflows.sample_workflows",
+        "WORKFLOWS_MODULES": modules,
         "DEBUG": "0",  # DEBUG=1 keeps every query in memory
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
@@ -191,15 +197,15 @@ def reset_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE workflow_log, workflow_event, workflow_step, workflow_task, "
-            "workflow_instance CASCADE"
+            "workflow_instance, workflow_schedule CASCADE"
         )
     connections.close_all()
 
 
-def start_runners(count: int, *, poll: float) -> list[subprocess.Popen]:
+def start_runners(count: int, *, poll: float, modules: str = SAMPLE_MODULES) -> list:
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
     return [
-        subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL)
+        subprocess.Popen(cmd, cwd=ROOT, env=child_env(modules=modules), stdout=subprocess.DEVNULL)
         for _ in range(count)
     ]
 
@@ -211,7 +217,8 @@ def stop_runners(procs: list[subprocess.Popen]) -> None:
         proc.wait(30)
 
 
-def throughput(runners: int, total: int) -> None:
+def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -> None:
+    """`params(i)` gives instance i's params (the capped runs: which key it belongs to)."""
     import psycopg
     from django.db import connections
 
@@ -221,8 +228,11 @@ def throughput(runners: int, total: int) -> None:
     reset_tables()
     for start in range(0, total, 500):
         services.instance_create_batch(
-            workflow_name="noop3",
-            items=[{"id": f"t{i}"} for i in range(start, min(total, start + 500))],
+            workflow_name=workflow,
+            items=[
+                {"id": f"t{i}", **({"params": params(i)} if params else {})}
+                for i in range(start, min(total, start + 500))
+            ],
         )
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
@@ -294,10 +304,146 @@ def wake_latency(count: int) -> None:
     )
 
 
+def capped(total: int) -> None:
+    """The claim rate of 4 runners when the workflow has a cap: fleet-capped (2 at once) and
+    fleet-per-user (1 at once per user, 200 users). Compare with the uncapped rows above."""
+    print(f"  fleet-capped (concurrency=2), {total} instances:")
+    throughput(4, total, "fleet-capped")
+    print(f"  fleet-per-user (concurrency=1 per user, 200 users), {total} instances:")
+    throughput(4, total, "fleet-per-user", params=lambda i: {"user": f"u{i % 200}"})
+
+
+def cron_lateness(minutes: int) -> None:
+    """Fire lateness = the instance's created_at (and started_at) minus its scheduled time, for
+    30 minutely schedules over `minutes` fire times, 2 runners (--poll 1.0)."""
+    from datetime import datetime
+
+    from django.db import connections
+
+    from workflows.models import WorkflowInstance
+
+    modules = f"{SAMPLE_MODULES},bench.fleet_workflows"
+    reset_tables()
+    procs = start_runners(2, poll=1.0, modules=modules)
+    # First sight creates the rows (nothing earlier fires); then `minutes` fire times.
+    time.sleep(60 * minutes + 75 - time.time() % 60)
+    stop_runners(procs)
+    created, started = [], []
+    rows = WorkflowInstance.objects.filter(workflow_name__startswith="bench-cron-")
+    for params, created_at, started_at in rows.values_list("params", "created_at", "started_at"):
+        due = datetime.fromisoformat(params["scheduled_time"].replace("Z", "+00:00"))
+        created.append((created_at - due).total_seconds())
+        if started_at:
+            started.append((started_at - due).total_seconds())
+    connections.close_all()
+    if not created:
+        print("  nothing fired")
+        return
+    for label, values in (("created", created), ("started", started)):
+        values.sort()
+        p50 = values[len(values) // 2]
+        p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+        print(
+            f"  {label} after the due time: p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+            f"max {values[-1] * 1000:.0f} ms ({len(values)} fires)"
+        )
+
+
+GC_SQL = [
+    # finished 40 days ago: past a 30-day retention
+    """INSERT INTO workflow_instance (workflow_name, instance_id, version, status, run_number,
+        params, output, error, request_id, priority, created_at, updated_at, started_at,
+        completed_at)
+       SELECT 'noop3', 'gc-' || g, 1, 'complete', 1, NULL, '3', NULL, '', 5, t, t, t, t
+       FROM generate_series(1, %(n)s) g, (SELECT now() - interval '40 days' AS t) ts""",
+    """INSERT INTO workflow_step (instance_id, run_number, name, type, status, attempts,
+        max_attempts, timeout_ms, next_retry_at, wake_at, wait_event_type, result, error,
+        fencing_token, started_at, completed_at)
+       SELECT i.id, 1, s.name, 'do', 'complete', 1, 5, 600000, NULL, NULL, '', '1', NULL, 1,
+              i.completed_at, i.completed_at
+       FROM workflow_instance i, (VALUES ('a'), ('b'), ('c')) s(name)
+       WHERE i.instance_id LIKE 'gc-%%'""",
+    """INSERT INTO workflow_log (instance_id, run_number, level, category, message, data,
+        step_name, attempt, is_replay, request_id, created_at)
+       SELECT i.id, 1, 'info', 'system', s.m, NULL, '', NULL, false, '', i.completed_at
+       FROM workflow_instance i, (VALUES ('started'), ('complete')) s(m)
+       WHERE i.instance_id LIKE 'gc-%%'""",
+]
+
+
+def gc_while_running(finished: int, backlog: int) -> None:
+    """GC of `finished` instances (3 steps, 2 log lines each) finished 40 days ago, with a
+    30-day retention, while 2 runners work through `backlog` new noop3 instances."""
+    import psycopg
+    from django.conf import settings
+    from django.db import connection, connections
+
+    from workflows import gc, runtime, services
+    from workflows.models import WorkflowTask
+
+    reset_tables()
+    with connection.cursor() as cursor:
+        for sql in GC_SQL:
+            cursor.execute(sql, {"n": finished})
+        cursor.execute("ANALYZE workflow_instance, workflow_step, workflow_log")
+    for start in range(0, backlog, 500):
+        services.instance_create_batch(
+            workflow_name="noop3",
+            items=[{"id": f"b{i}"} for i in range(start, min(backlog, start + 500))],
+        )
+    WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
+    settings.WORKFLOWS_RETENTION = {"complete": "30 days"}
+    target = gc.targets(runtime.now())
+    plan = gc.expired(next(t for t in target if t.workflow_name == "noop3"))
+    with connection.cursor() as cursor:
+        query, params = (
+            plan.order_by("completed_at").values_list("id")[:500].query.sql_with_params()
+        )
+        cursor.execute("EXPLAIN " + query, params)
+        print(f"  selection plan: {' / '.join(row[0].strip() for row in cursor.fetchall()[:2])}")
+    connections.close_all()
+
+    procs = start_runners(2, poll=0.2)
+    time.sleep(5)
+    monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
+    monitor.execute("UPDATE workflow_task SET run_at = now()")
+
+    def done() -> int:
+        return monitor.execute(
+            "SELECT count(*) FROM workflow_instance WHERE status = 'complete' "
+            "AND instance_id LIKE 'b%'"
+        ).fetchone()[0]
+
+    time.sleep(2)  # warm
+    before, began = done(), time.perf_counter()
+    time.sleep(8)
+    baseline = (done() - before) / (time.perf_counter() - began)
+    before, began = done(), time.perf_counter()
+    report = gc.gc_run()
+    seconds = time.perf_counter() - began
+    during = (done() - before) / seconds
+    left = done()
+    stop_runners(procs)
+    monitor.close()
+    rows = sum(report.rows.values())
+    print(
+        f"  GC: {report.rows['instances']} instances, {rows} rows in {seconds:.1f} s: "
+        f"{report.rows['instances'] / seconds:,.0f} instances/s, {rows / seconds:,.0f} rows/s "
+        f"(batches of {settings.WORKFLOWS_GC_BATCH_SIZE})"
+    )
+    print(
+        f"  runners (2): {baseline:.0f} workflows/s before the GC, {during:.0f} workflows/s "
+        f"during it{'' if left < backlog else ' (backlog ran out: raise it)'}"
+    )
+    connections.close_all()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["sequential", "throughput", "wake"])
+    parser.add_argument(
+        "--only", choices=["sequential", "throughput", "wake", "capped", "cron", "gc"]
+    )
     parser.add_argument("--child", choices=["vitalflow", "dbos"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
@@ -339,6 +485,16 @@ def main() -> None:
     if args.only in (None, "wake"):
         print("\nWake latency after a 1 s sleep:")
         wake_latency(100 if args.quick else 200)
+    if args.only in (None, "capped"):
+        print("\nClaim rate with a concurrency cap, 4 runworkflows processes:")
+        capped(total)
+    if args.only in (None, "cron"):
+        print("\nCron fire lateness (30 minutely schedules, 2 runners):")
+        cron_lateness(1 if args.quick else 3)
+    if args.only in (None, "gc"):
+        finished = 20_000 if args.quick else 100_000
+        print(f"\nGC of {finished:,} finished instances while runners keep running:")
+        gc_while_running(finished, backlog=5_000 if args.quick else 20_000)
 
 
 if __name__ == "__main__":

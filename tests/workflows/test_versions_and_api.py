@@ -48,7 +48,7 @@ def test_activation_switches_new_instances_while_old_ones_keep_their_version(har
     with pytest.raises(VersionNotFound):
         services.workflow_version_activate(name="t-ver", version=9, actor="x")
     summary = next(s for s in selectors.workflow_summaries() if s["name"] == "t-ver")
-    assert summary == {"name": "t-ver", "versions": [1, 2], "active_version": 2}
+    assert summary == {"name": "t-ver", "versions": [1, 2], "active_version": 2, "schedules": []}
 
 
 def test_a_missing_version_is_never_run_and_shows_as_version_missing(harness):
