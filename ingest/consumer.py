@@ -31,6 +31,7 @@ from ingest.payload import Unparseable, payload_parse
 from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
 from ingest.traces import trace_columns, trace_row, traces_insert
 from ingest.users import users_prefetched
+from ops import tracing
 from ops.request_id import log_fields_reset, log_fields_set, reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
@@ -298,7 +299,22 @@ def _write_outcome(pk: int, lease_until: datetime, values: dict, traces: list[li
     return True
 
 
-def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
+def _process(row: RawEvent, lease_until: datetime, now: datetime, *, links=()) -> str:
+    """Normalize one claimed row, inside an `ingest.consume` span when OpenTelemetry is on (its
+    request id matches the webhook span's; `links` point at that span when known)."""
+    attributes = {
+        "raw_event.id": row.pk,
+        "raw_event.type": row.event_type,
+        "raw_event.attempts": row.attempts,
+        "request_id": row.request_id if row.request_id not in ("", "-") else None,
+    }
+    with tracing.span("ingest.consume", attributes, links=links) as span:
+        outcome = _process_row(row, lease_until, now)
+        tracing.set_attributes(span, {"raw_event.outcome": outcome})
+        return outcome
+
+
+def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     pk = row.pk
     token = set_request_id(row.request_id or "-")
     fields_token = log_fields_set(raw_event_id=pk)  # log lines name the row (LOG_FORMAT=json)
@@ -426,10 +442,15 @@ def raw_event_consume(raw_event_id: int, *, now: datetime | None = None) -> str:
 
 
 def raw_events_consume_batch(
-    raw_event_id: int | None = None, *, batch: int = BATCH, now: datetime | None = None
+    raw_event_id: int | None = None,
+    *,
+    batch: int = BATCH,
+    now: datetime | None = None,
+    traceparent: str = "",
 ) -> dict[str, int]:
     """The queue task's body: this row, then up to `batch` other rows (due again first, then
-    pending; all claimed first, then normalized in that order). Returns counts per outcome."""
+    pending; all claimed first, then normalized in that order). Returns counts per outcome.
+    `traceparent`: the webhook span that enqueued this row (OpenTelemetry link)."""
     outcomes: dict[str, int] = {}
 
     def count(outcome: str) -> None:
@@ -449,7 +470,8 @@ def raw_events_consume_batch(
     # One user query for the batch, not one per row (rows mostly name their user).
     with users_prefetched(row.reference_id for row, _ in claimed):
         for row, lease_until in claimed:
-            count(_process(row, lease_until, now or timezone.now()))
+            links = tracing.links_from(traceparent) if row.pk == raw_event_id else ()
+            count(_process(row, lease_until, now or timezone.now(), links=links))
             # Done with it: drop its body and parsed payload before the next row's.
             row.body = None
             row.__dict__.pop("_payload_cache", None)

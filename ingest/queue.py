@@ -7,6 +7,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 
 from ingest.models import TraceLevel
 from ingest.traces import trace_write
+from ops import tracing
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,14 @@ def queue_publish(
     transaction a database error is not swallowed: the transaction is broken and must fail."""
     from django_q.tasks import async_task
 
+    # With OpenTelemetry on, the message carries the current (webhook) span so the consumer's
+    # span can link to it; without it the message is exactly as before.
+    parent = tracing.traceparent()
     try:
         async_task(
             CONSUME_TASK,
             raw_event_id,
+            **({"traceparent": parent} if parent else {}),
             broker=_get_broker(),
             save=False,  # failures are still saved; successes would only bloat the task table
             task_name=f"consume-{raw_event_id}",

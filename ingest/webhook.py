@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ingest.deadline import DatabaseDeadline, within_deadline
 from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
+from ops import tracing
 from ops.errors import ErrorCode, error_response
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,18 @@ def read_body(request, limit: int) -> bytearray:
 
 @csrf_exempt
 def terra_webhook(request):
+    """The Terra delivery endpoint, inside a `terra.webhook` span when OpenTelemetry is on."""
+    attributes = {
+        "http.request.method": request.method,
+        "request_id": getattr(request, "request_id", None),
+    }
+    with tracing.span("terra.webhook", attributes, server=True) as span:
+        response = _terra_webhook(request)
+        tracing.set_attributes(span, {"http.response.status_code": response.status_code})
+        return response
+
+
+def _terra_webhook(request):
     if request.method != "POST":
         return error_response(405, ErrorCode.METHOD_NOT_ALLOWED, "Terra webhooks are POSTed.")
     limit = settings.TERRA_WEBHOOK_MAX_BYTES
@@ -83,6 +96,14 @@ def terra_webhook(request):
         )
         response["Retry-After"] = RETRY_AFTER_SECONDS
         return response
+    tracing.set_attributes(
+        tracing.current(),
+        {
+            "raw_event.id": recorded.raw_event_id,
+            "raw_event.type": recorded.event_type,
+            "raw_event.duplicate": bool(recorded.duplicate),
+        },
+    )
     if recorded.duplicate:
         return JsonResponse({"ok": True, "duplicate": True})
     answer = {

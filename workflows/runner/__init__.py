@@ -10,6 +10,7 @@ import socket
 
 from django.conf import settings
 
+from ops import tracing
 from ops.request_id import log_context, reset_request_id, set_request_id
 from workflows import runtime, triggers
 from workflows.runner.claim import claim_next
@@ -56,13 +57,24 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
         workflow_instance_id=loaded.instance_id,
         workflow_run=claim.run_number,
     )
+    attributes = {
+        "workflow": loaded.workflow_name,
+        "workflow.instance_id": loaded.instance_id,
+        "workflow.run_number": claim.run_number,
+        "workflow.version": loaded.version,
+        "workflow.task_kind": claim.kind,
+        "request_id": loaded.request_id if loaded.request_id not in ("", "-") else None,
+    }
     try:
-        with context:
+        with context, tracing.span("workflow.run", attributes) as span:
             try:
-                return execute(claim, loaded, threaded=threaded, budget=budget)
-            except Exception:
+                outcome = execute(claim, loaded, threaded=threaded, budget=budget)
+            except Exception as exc:
                 log.exception("runner failed on %s/%s", loaded.workflow_name, loaded.instance_id)
-                return "crashed"
+                tracing.fail(span, exc)
+                outcome = "crashed"
+            tracing.set_attributes(span, {"workflow.outcome": outcome})
+            return outcome
     finally:
         reset_request_id(token)
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError
 
+from ops import tracing
 from workflows import decisions, durations, limits, runtime
 from workflows.authoring import WorkflowEvent, registry
 from workflows.decisions import StepState
@@ -177,6 +178,20 @@ class Execution:
         self._stage(state)
         self._boundary()  # records the attempt; refuses to start it when paused or fenced off
         self.replaying = False
+        with tracing.span("workflow.step", self._step_attributes(name, "do", attempt)) as span:
+            try:
+                return self._run_attempt(name, state, attempt, policy, timeout_ms, callback, span)
+            finally:
+                retrying = state.status == StepStatus.RETRYING
+                tracing.set_attributes(
+                    span,
+                    {
+                        "workflow.step.outcome": state.status,
+                        "workflow.step.wait_kind": "retry" if retrying else None,
+                    },
+                )
+
+    def _run_attempt(self, name, state, attempt, policy, timeout_ms, callback, span):
         self.current, self.mutations = (name, attempt), []
         try:
             value, exc = run_callback(
@@ -191,7 +206,30 @@ class Execution:
                 value, exc = None, NonRetryableError(str(too_big))
         if exc is None:
             return self._succeed(state, value, mutations)
+        tracing.fail(span, exc)
         return self._failed(state, attempt, policy, exc)
+
+    def _step_attributes(self, name: str, step_type: str, attempt: int | None = None) -> dict:
+        return {
+            "workflow": self.loaded.workflow_name,
+            "workflow.instance_id": self.loaded.instance_id,
+            "workflow.run_number": self.claim.run_number,
+            "workflow.step.name": name,
+            "workflow.step.type": step_type,
+            "workflow.step.attempt": attempt,
+        }
+
+    def _trace_wait(self, state: StepState, wait_kind: str) -> None:
+        """A sleep or wait_for_event step evaluated as new work: a span saying where it stands
+        (waiting/sleeping = the run suspends on it; complete; timed_out)."""
+        if tracing.enabled():
+            attributes = self._step_attributes(state.name, state.type)
+            attributes |= {
+                "workflow.step.outcome": state.status,
+                "workflow.step.wait_kind": wait_kind,
+            }
+            with tracing.span("workflow.step", attributes):
+                pass
 
     def _succeed(self, state: StepState, value, mutations: list):
         state.status, state.result, state.error = StepStatus.COMPLETE, value, None
@@ -266,7 +304,9 @@ class Execution:
             self.replaying = False  # from here on, this execution is new work
             state.status, state.completed_at = StepStatus.COMPLETE, now
             self._stage(state)
+            self._trace_wait(state, "sleep")
             return
+        self._trace_wait(state, "sleep")
         raise self._signal(state.wake_at, TaskKind.WAKE)
 
     # -- events ------------------------------------------------------------------------------
@@ -304,13 +344,16 @@ class Execution:
             }
             self.pending.consumed.append((event["pk"], name))
             self._stage(state)
+            self._trace_wait(state, "event")
             return EventResult(state.result)
         if state.wake_at <= now:
             self.replaying = False
             state.status, state.completed_at = StepStatus.TIMED_OUT, now
             state.error = {"name": "WaitForEventTimeout", "message": f"no {type!r} event"}
             self._stage(state)
+            self._trace_wait(state, "event")
             raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
+        self._trace_wait(state, "event")
         raise self._signal(state.wake_at, TaskKind.WAKE, wait_event_type=type)
 
     def _take_event(self, event_type: str) -> dict | None:

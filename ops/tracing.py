@@ -1,0 +1,107 @@
+"""Optional OpenTelemetry spans (the `otel` extra: pip install 'vitalflow[otel]').
+
+When `opentelemetry-api` is importable, `span()` opens a span on the tracer "vitalflow"; it
+records only once the application configured an SDK TracerProvider (the API alone answers
+non-recording spans). Without the package nothing is imported and every helper is a no-op
+returning None, so callers never check. The only probe is one `find_spec` per process.
+
+Spans (names and attributes are the contract operators build dashboards on):
+- `workflow.run` (workflows.runner.run_one): workflow, instance id, run number, version, outcome.
+- `workflow.step` (workflows.runner.execute): step name, type, attempt, outcome, wait kind.
+- `terra.webhook` (ingest.webhook): request id, raw event id, event type, duplicate.
+- `ingest.consume` (ingest.consumer): one per raw event handled, with its request id and a link
+  to the webhook span when the queue message carried its `traceparent`.
+"""
+
+import importlib.util
+from contextlib import contextmanager
+
+_UNSET = object()
+_api = _UNSET  # the opentelemetry modules once looked up, or None when not installed
+
+
+def _otel():
+    global _api
+    if _api is _UNSET:
+        try:
+            found = importlib.util.find_spec("opentelemetry.trace") is not None
+        except ModuleNotFoundError:  # no opentelemetry package at all
+            found = False
+        if not found:
+            _api = None
+        else:
+            from opentelemetry import propagate, trace
+
+            _api = (trace, propagate)
+    return _api
+
+
+def enabled() -> bool:
+    return _otel() is not None
+
+
+@contextmanager
+def span(name: str, attributes: dict | None = None, *, links=(), server: bool = False):
+    """A span around the block (None without the extra). Exceptions are not recorded as errors
+    by themselves: the engine unwinds suspended runs with an exception, so callers set the
+    outcome attribute and, for real failures, `fail()`."""
+    api = _otel()
+    if api is None:
+        yield None
+        return
+    trace, _ = api
+    tracer = trace.get_tracer("vitalflow")
+    kind = trace.SpanKind.SERVER if server else trace.SpanKind.INTERNAL
+    with tracer.start_as_current_span(
+        name,
+        kind=kind,
+        attributes=_clean(attributes),
+        links=list(links),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
+        yield current
+
+
+def current():
+    """The current span (None without the extra)."""
+    api = _otel()
+    return None if api is None else api[0].get_current_span()
+
+
+def set_attributes(target, attributes: dict) -> None:
+    if target is not None:
+        target.set_attributes(_clean(attributes))
+
+
+def fail(target, exc: BaseException) -> None:
+    """Mark the span failed (a step that raised, a consumer that crashed)."""
+    if target is not None:
+        trace, _ = _otel()
+        target.record_exception(exc)
+        target.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)[:200]))
+
+
+def traceparent() -> str:
+    """The current span as a W3C traceparent, to carry in a queue message ("" without one)."""
+    api = _otel()
+    if api is None:
+        return ""
+    carrier: dict[str, str] = {}
+    api[1].inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+def links_from(parent: str) -> list:
+    """A link to the span a traceparent names (the webhook request a raw event came from)."""
+    api = _otel()
+    if api is None or not parent:
+        return []
+    trace, propagate = api
+    context = trace.get_current_span(propagate.extract({"traceparent": parent})).get_span_context()
+    return [trace.Link(context)] if context.is_valid else []
+
+
+def _clean(attributes: dict | None) -> dict:
+    """OpenTelemetry refuses None values; drop them."""
+    return {k: v for k, v in (attributes or {}).items() if v is not None}
