@@ -14,6 +14,8 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from ops import liveness
+
 log = logging.getLogger(__name__)
 
 OK = "ok"
@@ -97,5 +99,20 @@ def readyz(request):
 
 
 def verbose_details(*, database_ok: bool) -> dict:
-    """?verbose=1 extras; filled in by the liveness module once workers record heartbeats."""
-    return {}
+    """?verbose=1: the worker processes that beat lately (ops.liveness), stale ones marked."""
+    if not database_ok:
+        return {"workers": None}
+    workers = liveness.workers_live()
+    return {
+        "workers": [
+            {
+                "kind": w["kind"],
+                "host": w["host"],
+                "pid": w["pid"],
+                "last_seen": w["last_seen"].isoformat(),
+                "stale": w["stale"],
+            }
+            for w in workers
+        ],
+        "live_workers": liveness.live_count_by_kind(workers),
+    }
