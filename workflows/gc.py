@@ -29,6 +29,7 @@ from workflows.models import (
     WorkflowDeployment,
     WorkflowEvent,
     WorkflowInstance,
+    WorkflowInstanceLabel,
     WorkflowLog,
     WorkflowStep,
     WorkflowTask,
@@ -43,6 +44,7 @@ CHILD_LABELS = {
     WorkflowEvent._meta.label: "events",
     WorkflowLog._meta.label: "logs",
     WorkflowTask._meta.label: "tasks",
+    WorkflowInstanceLabel._meta.label: "labels",
 }
 
 
