@@ -188,3 +188,11 @@ def test_the_retention_setting_parses_the_project_grammar(monkeypatch):
             env_retention("R")
     monkeypatch.delenv("R")
     assert env_retention("R") is None
+
+
+def test_labels_go_with_their_instance(harness, retention_fleet):
+    harness.create("gc-kept", id="l1", labels={"team": "labs"})
+    harness.runtime.advance(timedelta(days=31))
+    report = gc.gc_run()
+    assert report.rows["labels"] == 1 and report.rows["instances"] == 1
+    assert ids() == []
