@@ -253,6 +253,9 @@ TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS",
 # No API key means demo mode: the built-in simulator answers the Terra client.
 TERRA_DEMO_MODE = not TERRA_API_KEY
 TERRA_WEBHOOK_MAX_BYTES = env_int("TERRA_WEBHOOK_MAX_BYTES", 50 * 1024 * 1024)
+# s3_payload pings (ingest.normalizers.s3_payload): the hosts their pre-signed URLs may name,
+# exact or ".suffix"; anything else is refused. Downloads are capped at TERRA_WEBHOOK_MAX_BYTES.
+TERRA_S3_PAYLOAD_HOSTS = env_list("TERRA_S3_PAYLOAD_HOSTS", ".amazonaws.com")
 # Where the demo simulator posts its webhooks (the running web server).
 # The webhook's database work waits at most this long, then answers 503 + Retry-After (a frozen
 # database never answers; Terra gives up after about 8 s). 0 runs it inline (the test suite).

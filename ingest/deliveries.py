@@ -68,6 +68,22 @@ def raw_event_record(
     )
 
 
+def raw_event_record_fetched(
+    *, body: bytes, envelope: Envelope | None, skipped: str | None, source
+) -> Recorded:
+    """Store a payload downloaded for an `s3_payload` ping (ingest.normalizers.s3_payload) as
+    if Terra had delivered it inline: the ping's request id and ordering time, deduplicated by
+    its bytes, queued after commit. `envelope` None with `skipped` = it did not parse."""
+    return _insert(
+        body=body,
+        envelope=envelope or UNPARSEABLE,
+        request_id=source.request_id,
+        received_at=timezone.now(),
+        ordered_at=source.ordered_at,
+        skipped=skipped,
+    )
+
+
 UNPARSEABLE = Envelope("unknown", "", "", "")
 ORDERING_HEADER = "X-Terra-Ordering-Timestamp"
 # A stamp further ahead than this is not believed: it would make its delivery win forever.

@@ -7,7 +7,10 @@ TERRA_DEMO_WEBHOOK_URL from a background thread.
 - POST /v2/auth/generateWidgetSession   → a widget URL, then an auth delivery as if the user had
   connected a wearable in the widget;
 - GET  /v2/subscriptions               → the connections we know;
-- POST /v2/lab-reports                 → {"upload_id"}, then a lab_report.completed delivery.
+- POST /v2/lab-reports                 → {"upload_id"}, then a lab_report.completed delivery;
+- GET  https://{PING_HOST}/payloads/<name> → a payload parked by `ping_payload` (ping mode:
+  `terra_simulate --ping` posts `s3_payload` pings whose URL points here; the files live under
+  MEDIA_ROOT so the consumer, in another process, downloads them through this transport).
 """
 
 import json
@@ -17,6 +20,7 @@ import threading
 import time
 import uuid
 from datetime import date, timedelta
+from pathlib import Path
 
 import httpx
 from django.conf import settings
@@ -171,8 +175,44 @@ def _lab_report(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"upload_id": upload_id, "current_status": "processing"})
 
 
+# The simulator's stand-in for Terra's payload bucket (ingest.normalizers.s3_payload fetches it
+# through simulator_transport in demo mode, without a DNS lookup).
+PING_HOST = "terra-payload-simulator.s3.amazonaws.com"
+PING_EXPIRES_SECONDS = 300
+_PING_NAME = re.compile(r"^/payloads/([0-9a-f]{32})\.json$")
+
+
+def _ping_dir() -> Path:
+    return Path(settings.MEDIA_ROOT) / "terra-simulator-payloads"
+
+
+def ping_payload(payload: dict) -> dict:
+    """Park `payload` where the simulated bucket serves it and return the `s3_payload` ping
+    Terra would send instead of it (terra-openapi-v2.yaml, S3PayloadEvent)."""
+    name = uuid.uuid4().hex
+    _ping_dir().mkdir(parents=True, exist_ok=True)
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    (_ping_dir() / f"{name}.json").write_bytes(body)
+    return {
+        "type": "s3_payload",
+        "status": "success",
+        "url": f"https://{PING_HOST}/payloads/{name}.json?X-Amz-Signature=simulated",
+        "expires_in": PING_EXPIRES_SECONDS,
+    }
+
+
+def _ping_download(request: httpx.Request) -> httpx.Response:
+    match = _PING_NAME.match(request.url.path)
+    target = _ping_dir() / f"{match.group(1)}.json" if match else None
+    if target is None or not target.exists():
+        return httpx.Response(404, text="NoSuchKey")
+    return httpx.Response(200, content=target.read_bytes())
+
+
 def simulator_handler(request: httpx.Request) -> httpx.Response:
     path = request.url.path
+    if request.url.host == PING_HOST and request.method == "GET":
+        return _ping_download(request)
     match = _BACKFILL_PATH.match(path)
     if request.method == "GET" and match:
         return _backfill(request, match.group(1))

@@ -13,7 +13,6 @@ SKIPPED_TYPES = (
     "request_processing",
     "permission_change",
     "connection_error",
-    "s3_payload",
     "healthcheck",
 )
 

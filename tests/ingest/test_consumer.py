@@ -25,7 +25,6 @@ SKIPPED = [
     "large_request_sending",
     "permission_change",
     "connection_error",
-    "s3_payload",
 ]
 
 

@@ -1,5 +1,7 @@
-"""`manage.py terra_simulate --url URL [--user NAME] [--days N]`: sign and post realistic Terra
-deliveries (an auth, then N days of daily, sleep, activity and body) to a running server."""
+"""`manage.py terra_simulate --url URL [--user NAME] [--days N] [--ping]`: sign and post realistic
+Terra deliveries (an auth, then N days of daily, sleep, activity and body) to a running server.
+--ping sends the data as Terra's ping-mode destinations get it: `s3_payload` pings whose URL
+the server downloads (from the simulator's bucket: demo mode, same MEDIA_ROOT)."""
 
 from datetime import date
 
@@ -9,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from ingest import demo_payloads
-from ingest.simulator import webhook_post
+from ingest.simulator import ping_payload, webhook_post
 
 
 def http_client() -> httpx.Client:
@@ -33,8 +35,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-auth", action="store_true", help="data only (the connection already exists)"
         )
+        parser.add_argument(
+            "--ping",
+            action="store_true",
+            help="send data as s3_payload pings (ping mode) the server downloads",
+        )
 
-    def handle(self, *args, url, user, days, provider, end_date, no_auth, **options):
+    def handle(self, *args, url, user, days, provider, end_date, no_auth, ping, **options):
         if not settings.TERRA_WEBHOOK_SECRETS:
             raise CommandError("TERRA_WEBHOOK_SECRET is empty: nothing to sign with")
         if days < 0 or days > 365:
@@ -43,10 +50,11 @@ class Command(BaseCommand):
         payloads = [] if no_auth else [demo_payloads.auth_payload(user, provider=provider)]
         for offset in range(days - 1, -1, -1):
             day = today - timezone.timedelta(days=offset)
-            payloads += [
+            data = [
                 demo_payloads.data_payload(kind, user, day, provider=provider)
                 for kind in demo_payloads.DATA_TYPES
             ]
+            payloads += [ping_payload(p) for p in data] if ping else data
         counts: dict[str, int] = {}
         with http_client() as client:
             for payload in payloads:
@@ -72,6 +80,8 @@ class Command(BaseCommand):
                 .get("metadata", {})
                 .get("end_time" if payload["type"] == "sleep" else "start_time", "")
             )[:10]
+        if payload["type"] == "s3_payload":
+            return payload["url"].split("?")[0].rsplit("/", 1)[-1]
         return payload["user"]["user_id"]
 
     @staticmethod
