@@ -201,3 +201,18 @@ def check_event_accepted(status: str) -> None:
 def resume_applies(status: str) -> bool:
     """Resume only changes a paused instance; on anything else it does nothing."""
     return status == Status.PAUSED
+
+
+# After a storage fault (runner.storage_faults) a runner waits before it claims again: growing,
+# capped, and jittered so the runners a database restart disconnected do not come back in step.
+STORAGE_BACKOFF_BASE_S = 0.1
+STORAGE_BACKOFF_CAP_S = 5.0
+
+
+def storage_backoff_seconds(failures: int, jitter: float) -> float:
+    """ "Equal jitter" after `failures` faults in a row (1-based), `jitter` uniform in [0, 1):
+    half the ceiling for sure, so a dead database is not polled hot, plus a random half."""
+    ceiling = min(
+        STORAGE_BACKOFF_CAP_S, STORAGE_BACKOFF_BASE_S * 2 ** min(max(failures, 1) - 1, 16)
+    )
+    return ceiling / 2 + jitter * ceiling / 2

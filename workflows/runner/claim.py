@@ -28,6 +28,7 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
+from workflows.runner import storage_faults
 
 VERSION_MISSING_RETRY = timedelta(minutes=1)
 
@@ -336,3 +337,18 @@ def renew(claim: Claim) -> bool:
         ).update(locked_until=claim.lease_until(now))
         == 1
     )
+
+
+def release_after_fault(claim: Claim) -> None:
+    """Give the lease back after a storage fault so the work is claimed again at once rather
+    than when the lease lapses. Best effort on a fresh connection: if the database is still
+    away, the lease simply expires. The fencing token makes it a no-op once anyone else
+    claimed the task, or once the faulted commit (outcome unknown) ended the run."""
+    try:
+        WorkflowTask.objects.filter(pk=claim.task_pk, fencing_token=claim.fencing_token).update(
+            lock_owner="", locked_until=None
+        )
+    except Exception as exc:
+        if not storage_faults.is_storage_fault(exc):
+            raise
+        storage_faults.drop_connection()

@@ -19,9 +19,10 @@ from workflows.errors import (
 )
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
-from workflows.runner import persist
+from workflows.runner import persist, storage_faults
 from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
+from workflows.runner.storage_faults import StorageFault
 from workflows.step import Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class Execution:
         self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
+        self.fault: StorageFault | None = None  # set once storage failed: the run must stop
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -88,12 +90,18 @@ class Execution:
             output = self.fn(event, Step(self))
         except Halt:
             return "halted"
+        except StorageFault:
+            raise
         except Suspend as signal:
             return self._suspend(signal)
         except Exception as exc:  # the workflow failed: record it, never crash the runner
+            if self.fault is not None:  # workflow code swallowed the fault and failed after it
+                raise self.fault from exc
             if self.suspended is not None:
                 return self._suspend(self.suspended)
             return self._fail(exc)
+        if self.fault is not None:  # workflow code swallowed the fault with BaseException
+            raise self.fault
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
             return self._suspend(self.suspended)
         try:
@@ -101,24 +109,34 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        self._commit(persist.Finish(_roundtrip(output)))
         return "complete"
 
     def _suspend(self, signal: Suspend) -> str:
         self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
         outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
-        persist.commit(self.claim, self.pending, outcome)
+        self._commit(outcome)
         return "suspended"
 
     def _fail(self, exc: BaseException) -> str:
         error = error_dict(exc)
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
-        persist.commit(self.claim, self.pending, persist.Fail(error))
+        self._commit(persist.Fail(error))
         return "errored"
+
+    def _commit(self, outcome) -> str:
+        """persist.commit, refusing to go on once storage failed in this run."""
+        if self.fault is not None:
+            raise self.fault
+        try:
+            return persist.commit(self.claim, self.pending, outcome)
+        except StorageFault as fault:
+            self.fault = fault
+            raise
 
     def _boundary(self) -> None:
         """Commit what is pending and continue, or stop quietly if we may not."""
-        if persist.commit(self.claim, self.pending, persist.Continue()) != decisions.PROCEED:
+        if self._commit(persist.Continue()) != decisions.PROCEED:
             raise Halt()
 
     def _signal(self, run_at: datetime, kind: str, wait_event_type: str = "") -> Suspend:
@@ -168,7 +186,7 @@ class Execution:
     def _attempt(self, name, state, attempt, policy, timeout_ms, callback):
         now = runtime.now()
         if not self.budget.take():
-            persist.commit(self.claim, self.pending, persist.Requeue(now))
+            self._commit(persist.Requeue(now))
             raise Halt()
         state = state or StepState(name=name, type=StepType.DO, status=StepStatus.RUNNING)
         state.status, state.attempts = StepStatus.RUNNING, attempt
@@ -315,19 +333,23 @@ class Execution:
 
     def _take_event(self, event_type: str) -> dict | None:
         if self.events is None:
-            self.events = list(
-                EventRow.objects.filter(
-                    instance_id=self.claim.instance_pk,
-                    run_number=self.claim.run_number,
-                    consumed_at__isnull=True,
-                )
-                .order_by("id")
-                .values("pk", "type", "payload", "created_at")
-            )
+            with storage_faults.guarded():
+                self.events = self._load_events()
         for i, event in enumerate(self.events):
             if event["type"] == event_type:
                 return self.events.pop(i)
         return None
+
+    def _load_events(self) -> list[dict]:
+        return list(
+            EventRow.objects.filter(
+                instance_id=self.claim.instance_pk,
+                run_number=self.claim.run_number,
+                consumed_at__isnull=True,
+            )
+            .order_by("id")
+            .values("pk", "type", "payload", "created_at")
+        )
 
     # -- logs --------------------------------------------------------------------------------
 

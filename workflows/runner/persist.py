@@ -30,6 +30,7 @@ from workflows.models import (
     WorkflowLog,
     WorkflowStep,
 )
+from workflows.runner import storage_faults
 from workflows.runner.claim import Claim
 
 
@@ -86,7 +87,17 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     the task lock before anything else) and are rolled back when the guard refuses; a paused
     instance is then written again in keep-only form. A wait-for-event suspension guards first
     and writes after, because it must look for events under the task lock.
+
+    A storage error raises StorageFault (storage_faults): the run stops and is claimed again;
+    whether the COMMIT reached the server or not, replay reads what the database holds.
     """
+    with storage_faults.guarded():
+        permission = _commit(claim, pending, outcome)
+        storage_faults.inject("boundary_commit_after")
+    return permission
+
+
+def _commit(claim: Claim, pending: Pending, outcome) -> str:
     now = runtime.now()
     optimistic = connection.vendor == "postgresql" and not (
         isinstance(outcome, SuspendTo) and outcome.wait_event_type
@@ -112,6 +123,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
                 _execute_all(_statements(claim, pending, outcome, now, keep_only=keep_only))
             for fn in pending.mutations:  # an IntegrityError here aborts the whole boundary
                 fn()
+            storage_faults.inject("boundary_commit_before")
         pending.clear()
         return permission
     return DISCARD
