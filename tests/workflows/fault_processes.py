@@ -1,6 +1,7 @@
 """Helpers for the fault tests: real `manage.py runworkflows` processes on the test database
 (with extra environment: fault hooks, faketime, recovery limits) and a backend killer."""
 
+import glob
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import psycopg
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = "tests.workflows.sample_workflows"
+MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows"
 
 
 def database_url() -> str:
@@ -95,6 +96,22 @@ class BackendKiller:
                 ).fetchall()
                 self.rounds += 1
                 self.killed += sum(1 for (ok,) in rows if ok)
+
+
+def faketime_env(seconds: int) -> dict | None:
+    """Environment that shifts a child's wall clock by `seconds` with libfaketime (Debian
+    package `faketime`; .ci/run installs it), or None when the library is missing. The
+    monotonic clock moves by the same constant (only its differences matter): leaving it real
+    (FAKETIME_DONT_FAKE_MONOTONIC=1) makes libfaketime 0.9.10 fail time.sleep with EINVAL
+    under a negative offset."""
+    for lib in sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")):
+        return {"LD_PRELOAD": lib, "FAKETIME": f"{seconds:+d}"}
+    return None
+
+
+def marks(path: Path) -> list[tuple[str, str, float, str]]:
+    """fault_workflows trace lines: (instance, mark, server time, pid)."""
+    return [(i, m, float(t), pid) for i, m, t, pid in trace_lines(path)]
 
 
 def wait_for(predicate, timeout: float = 60, what: str = "condition"):

@@ -11,7 +11,7 @@ import socket
 from django.conf import settings
 
 from ops.request_id import log_context, reset_request_id, set_request_id
-from workflows import runtime, triggers
+from workflows import dbclock, runtime, triggers
 from workflows.runner import storage_faults
 from workflows.runner.claim import claim_next, release_after_fault
 from workflows.runner.claim import next_due_at as next_task_due_at
@@ -50,10 +50,8 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
     commit, completion). Nothing about the instance changed; the connection is dropped, the
     lease given back when the database answers again, and the caller backs off."""
     try:
-        triggers.maybe_fire()
-    except Exception:  # a broken schedule must not stop the runner; the next call retries
-        log.exception("firing cron schedules failed")
-    try:
+        dbclock.sync_if_stale()  # before anything reads the clock, cron fire times included
+        _fire_schedules()
         got = claim_next(owner=owner, lease_seconds=lease_seconds())
     except Exception as exc:
         if not storage_faults.is_storage_fault(exc):
@@ -92,6 +90,13 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
                 return STORAGE_FAULT
     finally:
         reset_request_id(token)
+
+
+def _fire_schedules() -> None:
+    try:
+        triggers.maybe_fire()
+    except Exception:  # a broken schedule must not stop the runner; the next call retries
+        log.exception("firing cron schedules failed")
 
 
 def tick(

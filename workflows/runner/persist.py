@@ -31,7 +31,7 @@ from workflows.models import (
     WorkflowStep,
 )
 from workflows.runner import storage_faults
-from workflows.runner.claim import Claim
+from workflows.runner.claim import DB_NOW, Claim, db_now_param
 
 
 @dataclass
@@ -152,15 +152,26 @@ UPDATE workflow_task SET locked_until = %s
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
 RETURNING run_at
 """
+# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW).
+_GUARD_PG = f"""
+UPDATE workflow_task SET locked_until = {DB_NOW} + make_interval(secs => %s)
+WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
+RETURNING run_at
+"""
 
 
-def _guard_params(claim: Claim, now: datetime) -> list:
-    return [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)]
+def _guard_statement(claim: Claim, now: datetime) -> tuple[str, list]:
+    if connection.vendor == "postgresql":
+        db_now = db_now_param(now)
+        params = [db_now, claim.lease_seconds, claim.task_pk, claim.fencing_token, db_now]
+        return _GUARD_PG, params
+    params = [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)]
+    return _GUARD, params
 
 
 def _guard(claim: Claim, now: datetime) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(_GUARD, _guard_params(claim, now))
+        cursor.execute(*_guard_statement(claim, now))
         return _permission(cursor.fetchone())
 
 
@@ -168,7 +179,7 @@ def _guard_and_write(claim: Claim, now: datetime, statements: list) -> str:
     """PostgreSQL: guard and writes in one pipeline, one round trip."""
     with connection.cursor() as guard, connection.cursor() as cursor:
         with connection.connection.pipeline():
-            guard.execute(_GUARD, _guard_params(claim, now))
+            guard.execute(*_guard_statement(claim, now))
             for sql, params in statements:
                 cursor.execute(sql, params)
         return _permission(guard.fetchone())
