@@ -100,12 +100,16 @@ class BackendKiller:
 
 def faketime_env(seconds: int) -> dict | None:
     """Environment that shifts a child's wall clock by `seconds` with libfaketime (Debian
-    package `faketime`; .ci/run installs it), or None when the library is missing. The
-    monotonic clock moves by the same constant (only its differences matter): leaving it real
-    (FAKETIME_DONT_FAKE_MONOTONIC=1) makes libfaketime 0.9.10 fail time.sleep with EINVAL
-    under a negative offset."""
+    package `faketime`; .ci/run installs it), or None when the library is missing. Only the
+    wall clock is wrong, as on a host with a bad clock: the monotonic clock stays real (with
+    it faked, libfaketime 0.9.10 hangs timed waits; with it real, it fails time.sleep with
+    EINVAL, so runner code and these tests' workflows wait on events instead)."""
     for lib in sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1")):
-        return {"LD_PRELOAD": lib, "FAKETIME": f"{seconds:+d}"}
+        return {
+            "LD_PRELOAD": lib,
+            "FAKETIME": f"{seconds:+d}",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        }
     return None
 
 

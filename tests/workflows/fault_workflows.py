@@ -4,7 +4,8 @@ written by runners with different wall clocks (faketime) compare."""
 
 import os
 import signal
-import time
+import threading
+from collections import Counter
 
 from django.db import connection
 
@@ -26,7 +27,7 @@ def long_step(event, step):
 
     def long():
         mark(p["trace"], event.instance_id, "long")
-        time.sleep(p["seconds"])
+        threading.Event().wait(p["seconds"])  # not time.sleep: see fault_processes.faketime_env
 
     step.do("long", long)
     return "done"
@@ -67,3 +68,27 @@ def suicide(event, step):
         os.kill(os.getpid(), signal.SIGKILL)
 
     step.do("deadly", deadly)
+
+
+class RunnerDied(BaseException):  # noqa: N818 - stands in for a process death
+    """Raised by a step to play a runner dying mid-step in harness tests: it is no Exception,
+    so it unwinds tick() with the attempt's start committed and nothing after it."""
+
+
+DEATHS: Counter = Counter()  # (instance id, step name) → deaths so far, in this process
+
+
+@workflow(name="fault-dies-in-steps")
+def dies_in_steps(event, step):
+    """Each step of params["steps"] "kills its runner" the first params["deaths"][step] times."""
+    p = event.payload
+
+    for name in p["steps"]:
+
+        def body(name=name):
+            if DEATHS[(event.instance_id, name)] < p["deaths"].get(name, 0):
+                DEATHS[(event.instance_id, name)] += 1
+                raise RunnerDied(name)
+            return name
+
+        step.do(name, body)

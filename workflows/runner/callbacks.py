@@ -29,8 +29,9 @@ class _Watchdog:
         threading.Thread(target=self._loop, daemon=True, name="workflow-lease").start()
 
     def _loop(self) -> None:
+        pause = threading.Event()  # never set: wait() sleeps (time.sleep fails under faketime)
         while True:
-            time.sleep(self.every)
+            pause.wait(self.every)
             with self.lock:
                 watch = self.watch
             if watch is None:

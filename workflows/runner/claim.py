@@ -48,6 +48,7 @@ class Claim:
     kind: str
     owner: str
     lease_seconds: float
+    recovery_attempts: int = 0  # claims without progress, this one included
 
     def lease_until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.lease_seconds)
@@ -88,9 +89,10 @@ _PG_CLAIM_TEMPLATE = """
 WITH c AS (
     UPDATE workflow_task
     SET lock_owner = %s, locked_until = {now} + make_interval(secs => %s),
-        fencing_token = fencing_token + 1, claims = claims + 1
+        fencing_token = fencing_token + 1, claims = claims + 1,
+        recovery_attempts = recovery_attempts + 1
     WHERE id = {target}
-    RETURNING id, instance_id, run_number, fencing_token, kind, claims
+    RETURNING id, instance_id, run_number, fencing_token, kind, claims, recovery_attempts
 ), i AS (
     UPDATE workflow_instance w
     SET status = 'active', started_at = COALESCE(w.started_at, %s), updated_at = %s
@@ -101,7 +103,8 @@ WITH c AS (
               w.request_id
 )
 SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
-       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id
+       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
+       c.recovery_attempts
 FROM c LEFT JOIN i ON i.id = c.instance_id
 """
 _PG_CLAIM = _PG_CLAIM_TEMPLATE.format(now=DB_NOW, target=_PG_NEXT)
@@ -176,7 +179,7 @@ def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = No
         row = cursor.fetchone()
     if row is None:
         return None
-    claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+    claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds, recovery_attempts=row[12])
     if row[6] is None:  # the instance is paused, terminal or on another run: repair the task
         inst = _instance_row(claim)
         if inst is not None:
@@ -253,14 +256,25 @@ def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
             locked_until=until,
             fencing_token=F("fencing_token") + 1,
             claims=F("claims") + 1,
+            recovery_attempts=F("recovery_attempts") + 1,
         )
         if changed == 1:
             row = (
                 WorkflowTask.objects.filter(pk=pk)
-                .values_list("pk", "instance_id", "run_number", "fencing_token", "kind", "claims")
+                .values_list(
+                    "pk",
+                    "instance_id",
+                    "run_number",
+                    "fencing_token",
+                    "kind",
+                    "claims",
+                    "recovery_attempts",
+                )
                 .get()
             )
-            claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+            claim = Claim(
+                *row[:5], owner=owner, lease_seconds=lease_seconds, recovery_attempts=row[6]
+            )
             inst = _instance_row(claim)
             if inst is None or not _repair_if_stale(claim, inst):
                 return False
@@ -303,7 +317,10 @@ def _finish_load(claim: Claim, loaded: Loaded, *, first_claim: bool, now):
         # Its version is not in this deployment's code: never run or crash on it; look again
         # later (another runner may have the code). Selectors report it as version_missing.
         WorkflowTask.objects.filter(pk=claim.task_pk).update(
-            run_at=now + VERSION_MISSING_RETRY, lock_owner="", locked_until=None
+            run_at=now + VERSION_MISSING_RETRY,
+            lock_owner="",
+            locked_until=None,
+            recovery_attempts=F("recovery_attempts") - 1,  # set aside, not a crash
         )
         # The claim marked it active; it is not running, it waits for its code.
         WorkflowInstance.objects.filter(pk=claim.instance_pk, status=Status.ACTIVE).update(
@@ -326,7 +343,12 @@ def _repair_if_stale(claim: Claim, inst: dict) -> bool:
         task.delete()
         return False
     if inst["status"] == Status.PAUSED:
-        task.update(run_at=None, lock_owner="", locked_until=None)
+        task.update(
+            run_at=None,
+            lock_owner="",
+            locked_until=None,
+            recovery_attempts=F("recovery_attempts") - 1,  # set aside, not a crash
+        )
         return False
     if inst["run_number"] != claim.run_number:
         task.update(run_number=inst["run_number"], lock_owner="", locked_until=None)

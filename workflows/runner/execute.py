@@ -5,6 +5,7 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError
 
 from workflows import decisions, durations, limits, runtime
@@ -51,7 +52,15 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
         later = runtime.now() + VERSION_MISSING_RETRY
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
-    return Execution(claim, loaded, definition.fn, threaded=threaded, budget=budget).run()
+    execution = Execution(claim, loaded, definition.fn, threaded=threaded, budget=budget)
+    limit = max_recovery_attempts()
+    if decisions.recovery_exhausted(claim.recovery_attempts, limit):
+        return execution.stop_crash_loop(limit)
+    return execution.run()
+
+
+def max_recovery_attempts() -> int:
+    return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
 
 
 def error_dict(exc: BaseException) -> dict:
@@ -118,8 +127,22 @@ class Execution:
         self._commit(outcome)
         return "suspended"
 
+    def stop_crash_loop(self, limit: int) -> str:
+        """Error the instance without running workflow code: its last `limit` claims all ended
+        without progress. The step it died in is marked errored with the same error."""
+        steps = self.steps.values()
+        error = decisions.crash_loop_error(steps, run_number=self.claim.run_number, limit=limit)
+        now = runtime.now()
+        for state in steps:
+            if state.status == StepStatus.RUNNING:
+                state.status, state.error, state.completed_at = StepStatus.ERRORED, error, now
+                self._stage(state)
+        return self._fail_with(error)
+
     def _fail(self, exc: BaseException) -> str:
-        error = error_dict(exc)
+        return self._fail_with(error_dict(exc))
+
+    def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
         self._commit(persist.Fail(error))
         return "errored"
