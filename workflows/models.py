@@ -87,6 +87,9 @@ class WorkflowInstance(models.Model):
     error = models.JSONField(null=True, blank=True)  # {"name", "message"}
     request_id = models.CharField(max_length=128, blank=True, default="")
     priority = models.PositiveSmallIntegerField(default=DEFAULT_PRIORITY)
+    # sha256 of the workflow function's source when the current run started (runner/
+    # code_changes.py warns when a resume runs other code); "" until the run first executes.
+    code_fingerprint = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
