@@ -157,6 +157,9 @@ class Execution:
             raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
+        """The stored state of step `name` (None = new work). Every kind of step asks here, so
+        every one is checked against the run's history first (runner/code_changes.py)."""
+        self.guard.ask(name)
         state = self.steps.get(name)
         if state is not None and state.type != step_type:
             raise InvalidStep(f"step name {name!r} was already used by a {state.type} step")
@@ -173,7 +176,6 @@ class Execution:
         policy = decisions.retry_policy(retries)
         timeout_ms = decisions.DEFAULT_TIMEOUT_MS if timeout is None else durations.to_ms(timeout)
         state = self._existing(name, StepType.DO)
-        self.guard.ask(name)
         self._count(name)
         now = runtime.now()
         action = decisions.do_action(state, now)
@@ -276,7 +278,6 @@ class Execution:
     def _sleep(self, name, wake_at_for) -> None:
         limits.check_step_name(name)
         state = self._existing(name, StepType.SLEEP)
-        self.guard.ask(name)
         now = runtime.now()
         if state is not None and state.status == StepStatus.COMPLETE:
             return
@@ -304,7 +305,6 @@ class Execution:
         limits.check_event_type(type)
         timeout_ms = decisions.wait_timeout_ms(timeout)
         state = self._existing(name, StepType.WAIT_FOR_EVENT)
-        self.guard.ask(name)
         self._count(name)
         if state is not None and state.status == StepStatus.COMPLETE:
             return EventResult(state.result)
