@@ -43,12 +43,14 @@ class Pending:
     consumed: list[tuple[int, str]] = field(default_factory=list)  # (event pk, step name)
     logs: list[dict] = field(default_factory=list)
     mutations: list[Callable] = field(default_factory=list)
+    fingerprint: str | None = None  # code fingerprint to record for the run (code_changes.py)
 
     def clear(self) -> None:
         self.steps.clear()
         self.consumed.clear()
         self.logs.clear()
         self.mutations.clear()
+        self.fingerprint = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,13 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         for event_pk, step_name in pending.consumed
     ]
     statements += _log_statements(claim, pending.logs)
+    if pending.fingerprint is not None:
+        statements.append(
+            (
+                "UPDATE workflow_instance SET code_fingerprint = %s WHERE id = %s",
+                [pending.fingerprint, claim.instance_pk],
+            )
+        )
     if keep_only:
         return statements + [_release(claim)]
     return statements + _outcome_statements(claim, outcome, now, pending)
