@@ -73,6 +73,7 @@ class Execution:
         self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
+        self.awaited_children: list[int] = []  # running children a suspension waits for
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -102,11 +103,17 @@ class Execution:
             return self._fail(exc)
         self.system("info", "instance complete")
         persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        _wake_tasks_for_parent(self.claim)
         return "complete"
 
     def _suspend(self, signal: Suspend) -> str:
         self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
-        outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
+        outcome = persist.SuspendTo(
+            signal.run_at,
+            signal.kind,
+            signal.wait_event_type,
+            children=tuple(self.awaited_children),
+        )
         persist.commit(self.claim, self.pending, outcome)
         return "suspended"
 
@@ -114,6 +121,7 @@ class Execution:
         error = error_dict(exc)
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
         persist.commit(self.claim, self.pending, persist.Fail(error))
+        _wake_tasks_for_parent(self.claim)
         return "errored"
 
     def _boundary(self) -> None:
@@ -139,6 +147,15 @@ class Execution:
     def _stage(self, state: StepState) -> None:
         self.steps[state.name] = state
         self.pending.steps[state.name] = state
+
+    def forget(self, prefix: str) -> None:
+        """Delete every step under `prefix` (a trimmed loop iteration) at the next boundary;
+        they stop counting toward the steps-per-run limit."""
+        for name in [n for n in self.steps if n.startswith(prefix)]:
+            del self.steps[name]
+            self.pending.steps.pop(name, None)
+            self.counted.discard(name)
+            self.pending.deleted.add(name)
 
     # -- step.do -----------------------------------------------------------------------------
 
@@ -357,6 +374,15 @@ class Execution:
                 "created_at": runtime.now(),
             }
         )
+
+
+def _wake_tasks_for_parent(claim: Claim) -> None:
+    """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
+    from workflows import tasks
+    from workflows.models import WorkflowInstance
+
+    if WorkflowInstance.objects.filter(pk=claim.instance_pk, parent__isnull=False).exists():
+        tasks.schedule_wake()
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
