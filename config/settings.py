@@ -240,6 +240,10 @@ TERRA_WEBHOOK_DB_DEADLINE_SECONDS = float(env_str("TERRA_WEBHOOK_DB_DEADLINE_SEC
 INGEST_LEASE_SECONDS = float(env_str("INGEST_LEASE_SECONDS", "90"))
 # The in-cluster poller that runs rows due again (retries, parked backoff, expired leases); 0 off.
 INGEST_POLL_SECONDS = float(env_str("INGEST_POLL_SECONDS", "1"))
+# Worker heartbeats (ops.liveness): every qcluster and runworkflows beats this often; a process
+# is stale after two missed beats and leaves the console's list after HEARTBEAT_FORGET_SECONDS.
+HEARTBEAT_SECONDS = float(env_str("HEARTBEAT_SECONDS", "15"))
+HEARTBEAT_FORGET_SECONDS = float(env_str("HEARTBEAT_FORGET_SECONDS", "3600"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)

@@ -123,7 +123,15 @@ def dashboard_context(*, now=None) -> dict:
         .annotate(n=Count("id"))
         .values_list("state", "n")
     )
+    # raw_events_unfinished (state, received_at) answers this from the index's first entry.
+    oldest_pending = (
+        RawEvent.objects.filter(state=RawEventState.PENDING)
+        .order_by("received_at")
+        .values_list("received_at", flat=True)
+        .first()
+    )
     return {
+        "oldest_pending_age": (now - oldest_pending) if oldest_pending else None,
         "states_24h": states,
         "total_24h": sum(n for _, n in states),
         "dlq_size": sum(dlq.values()),

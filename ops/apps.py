@@ -11,3 +11,10 @@ class OpsConfig(AppConfig):
         # The console's front page lives in ops' own templates (so a wheel ships it) under a
         # name of its own: an app template named admin/index.html would lose to the admin app's.
         admin.site.index_template = "admin/ops/index.html"
+
+        # Every qcluster records a heartbeat from its worker processes (ops.liveness).
+        from django_q.signals import post_spawn
+
+        from ops.liveness import cluster_heartbeat_start
+
+        post_spawn.connect(cluster_heartbeat_start, dispatch_uid="ops-cluster-heartbeat")

@@ -100,3 +100,28 @@ class IdempotencyKey(models.Model):
 
     def __str__(self):
         return f"{self.principal} {self.endpoint} {self.key}"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per long-running process (a qcluster, a `runworkflows`), refreshed every
+    HEARTBEAT_SECONDS by ops.liveness; times come from the database's clock so hosts with
+    skewed clocks agree on what is stale."""
+
+    kind = models.CharField(max_length=32, help_text="cluster | runner")
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    version = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "worker_heartbeats"
+        constraints = [
+            # ops.liveness.heartbeat_beat upserts on this: one row per process.
+            models.UniqueConstraint(fields=["kind", "host", "pid"], name="heartbeat_process"),
+        ]
+        # The live list and the forget sweep read by age.
+        indexes = [models.Index(fields=["last_seen_at"], name="heartbeat_last_seen")]
+
+    def __str__(self):
+        return f"{self.kind} {self.host}:{self.pid}"

@@ -1,3 +1,10 @@
-"""ops has no routes of its own yet; the admin dashboard lives in the admin site."""
+"""ops' routes: the orchestrator probes."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from ops import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+]

@@ -72,6 +72,8 @@ def _media_root(settings, tmp_path):
     settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS = 0
     # No due-poller thread in this process (django-q2's sync mode sends post_spawn here).
     settings.INGEST_POLL_SECONDS = 0
+    # No heartbeat threads in this process either; the liveness tests turn them on.
+    settings.HEARTBEAT_SECONDS = 0
 
 
 @pytest.fixture

@@ -21,3 +21,10 @@ def dashboard_panels(context):
             continue
         html.append(panel.render(context.flatten(), context.get("request")))
     return mark_safe("".join(html))  # rendered templates, already escaped
+
+
+@register.inclusion_tag("admin/ops/dashboard.html")
+def ops_dashboard():
+    from ops.dashboard import ops_dashboard_context
+
+    return ops_dashboard_context()

@@ -8,14 +8,16 @@ Loop, per worker thread:
      at most --poll seconds, and go to 1.
 """
 
+import contextlib
 import logging
 import signal
 import threading
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand
-from django.db import InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from ops.liveness import RUNNER, heartbeat_remove, heartbeat_start
 from workflows import runtime
 from workflows.runner import default_owner, next_due_at, run_one
 
@@ -39,11 +41,18 @@ class Command(BaseCommand):
             threading.Thread(target=self._work, args=(f"{owner}/{n}", poll, once), daemon=True)
             for n in range(max(1, concurrency))
         ]
+        # The console and /readyz list this process while it beats (ops.liveness).
+        heartbeat = heartbeat_start(kind=RUNNER)
         for worker in workers:
             worker.start()
         for worker in workers:
             while worker.is_alive():  # join in slices so signals are handled promptly
                 worker.join(0.2)
+        if heartbeat is not None:
+            heartbeat.stop()
+            heartbeat.join(5)
+            with contextlib.suppress(DatabaseError):  # a clean stop leaves the list
+                heartbeat_remove(kind=RUNNER, pid=heartbeat.pid)
         self.stdout.write(f"runworkflows {owner}: stopped")
 
     def _stop(self, signum, frame):
