@@ -85,6 +85,18 @@ def instance_display_status(instance: WorkflowInstance) -> str:
     return instance.status
 
 
+def instance_code_changed(instance: WorkflowInstance) -> bool:
+    """True when the deployed code of the instance's version is not the code its run started
+    on (fingerprints, docs/workflows/faults.md). Unknown (not recorded yet, version missing)
+    counts as unchanged."""
+    from workflows.fingerprint import code_fingerprint
+
+    definition = registry.get(instance.workflow_name, instance.version)
+    if definition is None or not instance.code_fingerprint:
+        return False
+    return code_fingerprint(definition.fn) != instance.code_fingerprint
+
+
 def instance_details(instance: WorkflowInstance) -> dict:
     """{"status", "output"?, "error"?} (same as services.instance_status)."""
     details = {"status": instance_display_status(instance)}

@@ -432,6 +432,7 @@ def instance_restart(
         now = runtime.now()
         fresh.run_number += 1
         fresh.status, fresh.output, fresh.error = Status.ACTIVE, None, None
+        fresh.code_fingerprint = ""  # the new run records the code it starts on
         fresh.started_at, fresh.completed_at, fresh.updated_at = None, None, now
         fresh.save()
         for row in kept:

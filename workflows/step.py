@@ -23,6 +23,15 @@ class Halt(BaseException):  # noqa: N818
     """This runner may not go on (lease lost, instance paused/terminated/restarted): stop quietly."""
 
 
+class Diverged(BaseException):  # noqa: N818
+    """The replay left the stored history (NonDeterminismError): unwind and fail the instance
+    before anything new runs."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
 class StepLogger:
     """step.log.debug/info/warn/error(message, data=None, category="workflow")."""
 

@@ -84,11 +84,7 @@ def _suspend_all(execution, signals: list[Suspend]) -> Suspend:
 
 def _composite(execution, location: str, step_type: str) -> StepState | None:
     limits.check_step_name(location)
-    state = execution._existing(location, step_type)
-    guard = getattr(execution, "guard", None)  # replay-divergence check, when the engine has one
-    if guard is not None:
-        guard.ask(location)
-    return state
+    return execution._existing(location, step_type)  # also checks the replay has not diverged
 
 
 def parallel(step, location: str, branches) -> dict:

@@ -48,6 +48,7 @@ class Pending:
     spawns: list[Callable] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
     cancelled_children: list[dict] = field(default_factory=list)
+    fingerprint: str | None = None  # code fingerprint to record for the run (code_changes.py)
 
     def clear(self) -> None:
         self.steps.clear()
@@ -57,6 +58,7 @@ class Pending:
         self.spawns.clear()
         self.deleted.clear()
         self.cancelled_children.clear()
+        self.fingerprint = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,13 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         for event_pk, step_name in pending.consumed
     ]
     statements += _log_statements(claim, pending.logs)
+    if pending.fingerprint is not None:
+        statements.append(
+            (
+                "UPDATE workflow_instance SET code_fingerprint = %s WHERE id = %s",
+                [pending.fingerprint, claim.instance_pk],
+            )
+        )
     if keep_only:
         return statements + [_release(claim)]
     if pending.deleted:
