@@ -89,6 +89,7 @@ class Execution:
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
         self.fault: StorageFault | None = None  # set once storage failed: the run must stop
+        self.awaited_children: list[int] = []  # running children a suspension waits for
         self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
 
     # -- the run -----------------------------------------------------------------------------
@@ -134,6 +135,7 @@ class Execution:
             return self._fail(exc)
         self.system("info", "instance complete")
         self._commit(persist.Finish(_roundtrip(output)))
+        _wake_tasks_for_parent(self.claim)
         return "complete"
 
     def _check_code(self) -> None:
@@ -149,7 +151,12 @@ class Execution:
 
     def _suspend(self, signal: Suspend) -> str:
         self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
-        outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
+        outcome = persist.SuspendTo(
+            signal.run_at,
+            signal.kind,
+            signal.wait_event_type,
+            children=tuple(self.awaited_children),
+        )
         self._commit(outcome)
         return "suspended"
 
@@ -171,6 +178,7 @@ class Execution:
     def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
         self._commit(persist.Fail(error))
+        _wake_tasks_for_parent(self.claim)
         return "errored"
 
     def _commit(self, outcome) -> str:
@@ -209,6 +217,15 @@ class Execution:
     def _stage(self, state: StepState) -> None:
         self.steps[state.name] = state
         self.pending.steps[state.name] = state
+
+    def forget(self, prefix: str) -> None:
+        """Delete every step under `prefix` (a trimmed loop iteration) at the next boundary;
+        they stop counting toward the steps-per-run limit."""
+        for name in [n for n in self.steps if n.startswith(prefix)]:
+            del self.steps[name]
+            self.pending.steps.pop(name, None)
+            self.counted.discard(name)
+            self.pending.deleted.add(name)
 
     # -- step.do -----------------------------------------------------------------------------
 
@@ -431,6 +448,15 @@ class Execution:
                 "created_at": runtime.now(),
             }
         )
+
+
+def _wake_tasks_for_parent(claim: Claim) -> None:
+    """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
+    from workflows import tasks
+    from workflows.models import WorkflowInstance
+
+    if WorkflowInstance.objects.filter(pk=claim.instance_pk, parent__isnull=False).exists():
+        tasks.schedule_wake()
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
