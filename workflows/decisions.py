@@ -4,6 +4,7 @@ The runner and the services load rows, ask these functions, and apply the answer
 """
 
 import math
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -201,3 +202,85 @@ def check_event_accepted(status: str) -> None:
 def resume_applies(status: str) -> bool:
     """Resume only changes a paused instance; on anything else it does nothing."""
     return status == Status.PAUSED
+
+
+# After a storage fault (runner.storage_faults) a runner waits before it claims again: growing,
+# capped, and jittered so the runners a database restart disconnected do not come back in step.
+STORAGE_BACKOFF_BASE_S = 0.1
+STORAGE_BACKOFF_CAP_S = 5.0
+
+
+def storage_backoff_seconds(failures: int, jitter: float) -> float:
+    """ "Equal jitter" after `failures` faults in a row (1-based), `jitter` uniform in [0, 1):
+    half the ceiling for sure, so a dead database is not polled hot, plus a random half."""
+    ceiling = min(
+        STORAGE_BACKOFF_CAP_S, STORAGE_BACKOFF_BASE_S * 2 ** min(max(failures, 1) - 1, 16)
+    )
+    return ceiling / 2 + jitter * ceiling / 2
+
+
+# Crash loops (runner.execute): a run whose claims keep ending without progress — its runner
+# killed mid-step by an OOM kill, a segfault, os._exit — is stopped instead of reclaimed for
+# ever (DBOS's MAX_RECOVERY_ATTEMPTS_EXCEEDED). The count lives on workflow_task.
+
+
+def boundary_progress(step_statuses, *, continues: bool) -> bool:
+    """Whether a boundary resets the recovery count: a step reached an outcome (anything but
+    an attempt merely starting), or the run suspends, ends or gives its task back."""
+    return not continues or any(status != StepStatus.RUNNING for status in step_statuses)
+
+
+def recovery_exhausted(claims_without_progress: int, limit: int) -> bool:
+    """`claims_without_progress` includes the claim being made: after `limit` claims that all
+    ended without progress, the next one does not run the workflow."""
+    return claims_without_progress > limit
+
+
+def crash_loop_error(steps, *, run_number: int, limit: int) -> dict:
+    """The instance error for a run stopped as a crash loop, naming the step it was in."""
+    steps = list(steps)
+    running = [s for s in steps if s.status == StepStatus.RUNNING]
+    if running:
+        where = f"in step {running[-1].name!r} (attempt {running[-1].attempts})"
+    elif steps:
+        where = f"after step {steps[-1].name!r}"
+    else:
+        where = "before its first step"
+    message = (
+        f"run {run_number} was claimed {limit} times in a row without making progress (its "
+        f"runner died each time); it was {where}"
+    )
+    return {"name": "MaxRecoveryAttemptsExceeded", "message": message}
+
+
+# -- replay divergence (code changed under a running instance) ----------------------------------
+
+# Steps whose outcome is stored for good: replay returns or re-raises it without running code.
+FINISHED_STEP_STATUSES = (StepStatus.COMPLETE, StepStatus.ERRORED, StepStatus.TIMED_OUT)
+
+
+def location_scope(location: str) -> str:
+    """The scope a step location is checked in: everything before its last "/" ("" at the
+    top level). Branch and iteration steps (`fetch/left/call`, `poll/~3/call`) are compared
+    only with their own branch or iteration, which may legitimately stop being replayed (a
+    decided race, a loop resumed from stored state). A "/" inside a user's own step name only
+    narrows the comparison, never widens it."""
+    return location.rpartition("/")[0]
+
+
+def replay_divergence(recorded: Sequence[str], asked: Container[str], requested: str) -> str | None:
+    """The step a replay should have asked for instead of `requested`, or None when asking for
+    `requested` is fine.
+
+    `recorded`: the run's finished steps in the order they were first stored; `asked`: the
+    names this replay has asked for so far. Asking for a name that is not recorded is new
+    work, which is only fine once every recorded step of the same scope has been asked for;
+    before that, the code no longer takes the path the history took (a step renamed, removed
+    or inserted before recorded ones) and running anything new would mix two histories."""
+    if requested in recorded:
+        return None
+    scope = location_scope(requested)
+    for name in recorded:
+        if name not in asked and location_scope(name) == scope:
+            return name
+    return None

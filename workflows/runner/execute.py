@@ -5,11 +5,12 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError
 
 from ops import tracing
 from workflows import decisions, durations, limits, runtime
-from workflows.authoring import WorkflowEvent, registry
+from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
 from workflows.errors import (
     InvalidStep,
@@ -18,12 +19,15 @@ from workflows.errors import (
     WaitForEventTimeout,
     WorkflowError,
 )
+from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
-from workflows.runner import persist
+from workflows.runner import persist, storage_faults
 from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
-from workflows.step import Halt, Step, Suspend
+from workflows.runner.code_changes import ReplayGuard, fingerprint_check
+from workflows.runner.storage_faults import StorageFault
+from workflows.step import Diverged, Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +55,15 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
         later = runtime.now() + VERSION_MISSING_RETRY
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
-    return Execution(claim, loaded, definition.fn, threaded=threaded, budget=budget).run()
+    execution = Execution(claim, loaded, definition, threaded=threaded, budget=budget)
+    limit = max_recovery_attempts()
+    if decisions.recovery_exhausted(claim.recovery_attempts, limit):
+        return execution.stop_crash_loop(limit)
+    return execution.run()
+
+
+def max_recovery_attempts() -> int:
+    return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
 
 
 def error_dict(exc: BaseException) -> dict:
@@ -60,10 +72,13 @@ def error_dict(exc: BaseException) -> dict:
 
 
 class Execution:
-    def __init__(self, claim: Claim, loaded: Loaded, fn, *, threaded: bool, budget):
+    def __init__(
+        self, claim: Claim, loaded: Loaded, definition: WorkflowDefinition, *, threaded, budget
+    ):
         self.claim = claim
         self.loaded = loaded
-        self.fn = fn
+        self.fn = definition.fn
+        self.fingerprint = code_fingerprint(definition.fn)
         self.threaded = threaded
         self.budget = budget or Budget(None)
         self.steps = loaded.steps
@@ -74,6 +89,9 @@ class Execution:
         self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
+        self.fault: StorageFault | None = None  # set once storage failed: the run must stop
+        self.awaited_children: list[int] = []  # running children a suspension waits for
+        self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -85,16 +103,31 @@ class Execution:
         )
         if not self.steps and self.claim.kind == TaskKind.START:
             self.system("info", f"run {self.claim.run_number} started")
+        self._check_code()
         try:
             output = self.fn(event, Step(self))
         except Halt:
             return "halted"
+        except StorageFault:
+            raise
+        except Diverged as signal:
+            return self._fail(signal.error)
         except Suspend as signal:
+            if self.guard.diverged is not None:
+                return self._fail(self.guard.diverged.error)
             return self._suspend(signal)
         except Exception as exc:  # the workflow failed: record it, never crash the runner
+            if self.fault is not None:  # workflow code swallowed the fault and failed after it
+                raise self.fault from exc
+            if self.guard.diverged is not None:
+                return self._fail(self.guard.diverged.error)
             if self.suspended is not None:
                 return self._suspend(self.suspended)
             return self._fail(exc)
+        if self.fault is not None:  # workflow code swallowed the fault with BaseException
+            raise self.fault
+        if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
+            return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
             return self._suspend(self.suspended)
         try:
@@ -102,24 +135,66 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        self._commit(persist.Finish(_roundtrip(output)))
+        _wake_tasks_for_parent(self.claim)
         return "complete"
+
+    def _check_code(self) -> None:
+        record, warning = fingerprint_check(
+            stored=self.loaded.code_fingerprint,
+            current=self.fingerprint,
+            instance_pk=self.claim.instance_pk,
+            run_number=self.claim.run_number,
+        )
+        self.pending.fingerprint = record
+        if warning:
+            self.system("warn", warning)
 
     def _suspend(self, signal: Suspend) -> str:
         self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
-        outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
-        persist.commit(self.claim, self.pending, outcome)
+        outcome = persist.SuspendTo(
+            signal.run_at,
+            signal.kind,
+            signal.wait_event_type,
+            children=tuple(self.awaited_children),
+        )
+        self._commit(outcome)
         return "suspended"
 
+    def stop_crash_loop(self, limit: int) -> str:
+        """Error the instance without running workflow code: its last `limit` claims all ended
+        without progress. The step it died in is marked errored with the same error."""
+        steps = self.steps.values()
+        error = decisions.crash_loop_error(steps, run_number=self.claim.run_number, limit=limit)
+        now = runtime.now()
+        for state in steps:
+            if state.status == StepStatus.RUNNING:
+                state.status, state.error, state.completed_at = StepStatus.ERRORED, error, now
+                self._stage(state)
+        return self._fail_with(error)
+
     def _fail(self, exc: BaseException) -> str:
-        error = error_dict(exc)
+        return self._fail_with(error_dict(exc))
+
+    def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
-        persist.commit(self.claim, self.pending, persist.Fail(error))
+        self._commit(persist.Fail(error))
+        _wake_tasks_for_parent(self.claim)
         return "errored"
+
+    def _commit(self, outcome) -> str:
+        """persist.commit, refusing to go on once storage failed in this run."""
+        if self.fault is not None:
+            raise self.fault
+        try:
+            return persist.commit(self.claim, self.pending, outcome)
+        except StorageFault as fault:
+            self.fault = fault
+            raise
 
     def _boundary(self) -> None:
         """Commit what is pending and continue, or stop quietly if we may not."""
-        if persist.commit(self.claim, self.pending, persist.Continue()) != decisions.PROCEED:
+        if self._commit(persist.Continue()) != decisions.PROCEED:
             raise Halt()
 
     def _signal(self, run_at: datetime, kind: str, wait_event_type: str = "") -> Suspend:
@@ -132,6 +207,9 @@ class Execution:
             raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
+        """The stored state of step `name` (None = new work). Every kind of step asks here, so
+        every one is checked against the run's history first (runner/code_changes.py)."""
+        self.guard.ask(name)
         state = self.steps.get(name)
         if state is not None and state.type != step_type:
             raise InvalidStep(f"step name {name!r} was already used by a {state.type} step")
@@ -140,6 +218,15 @@ class Execution:
     def _stage(self, state: StepState) -> None:
         self.steps[state.name] = state
         self.pending.steps[state.name] = state
+
+    def forget(self, prefix: str) -> None:
+        """Delete every step under `prefix` (a trimmed loop iteration) at the next boundary;
+        they stop counting toward the steps-per-run limit."""
+        for name in [n for n in self.steps if n.startswith(prefix)]:
+            del self.steps[name]
+            self.pending.steps.pop(name, None)
+            self.counted.discard(name)
+            self.pending.deleted.add(name)
 
     # -- step.do -----------------------------------------------------------------------------
 
@@ -169,7 +256,7 @@ class Execution:
     def _attempt(self, name, state, attempt, policy, timeout_ms, callback):
         now = runtime.now()
         if not self.budget.take():
-            persist.commit(self.claim, self.pending, persist.Requeue(now))
+            self._commit(persist.Requeue(now))
             raise Halt()
         state = state or StepState(name=name, type=StepType.DO, status=StepStatus.RUNNING)
         state.status, state.attempts = StepStatus.RUNNING, attempt
@@ -358,19 +445,23 @@ class Execution:
 
     def _take_event(self, event_type: str) -> dict | None:
         if self.events is None:
-            self.events = list(
-                EventRow.objects.filter(
-                    instance_id=self.claim.instance_pk,
-                    run_number=self.claim.run_number,
-                    consumed_at__isnull=True,
-                )
-                .order_by("id")
-                .values("pk", "type", "payload", "created_at")
-            )
+            with storage_faults.guarded():
+                self.events = self._load_events()
         for i, event in enumerate(self.events):
             if event["type"] == event_type:
                 return self.events.pop(i)
         return None
+
+    def _load_events(self) -> list[dict]:
+        return list(
+            EventRow.objects.filter(
+                instance_id=self.claim.instance_pk,
+                run_number=self.claim.run_number,
+                consumed_at__isnull=True,
+            )
+            .order_by("id")
+            .values("pk", "type", "payload", "created_at")
+        )
 
     # -- logs --------------------------------------------------------------------------------
 
@@ -400,6 +491,15 @@ class Execution:
                 "created_at": runtime.now(),
             }
         )
+
+
+def _wake_tasks_for_parent(claim: Claim) -> None:
+    """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
+    from workflows import tasks
+    from workflows.models import WorkflowInstance
+
+    if WorkflowInstance.objects.filter(pk=claim.instance_pk, parent__isnull=False).exists():
+        tasks.schedule_wake()
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
