@@ -358,8 +358,8 @@ GC_SQL = [
     # finished 40 days ago: past a 30-day retention
     """INSERT INTO workflow_instance (workflow_name, instance_id, version, status, run_number,
         params, output, error, request_id, priority, created_at, updated_at, started_at,
-        completed_at)
-       SELECT 'noop3', 'gc-' || g, 1, 'complete', 1, NULL, '3', NULL, '', 5, t, t, t, t
+        completed_at, labels, code_fingerprint)
+       SELECT 'noop3', 'gc-' || g, 1, 'complete', 1, NULL, '3', NULL, '', 5, t, t, t, t, '{}', ''
        FROM generate_series(1, %(n)s) g, (SELECT now() - interval '40 days' AS t) ts""",
     """INSERT INTO workflow_step (instance_id, run_number, name, type, status, attempts,
         max_attempts, timeout_ms, next_retry_at, wake_at, wait_event_type, result, error,
