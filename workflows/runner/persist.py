@@ -31,6 +31,7 @@ from workflows.models import (
     WorkflowStep,
 )
 from workflows.runner.claim import Claim
+from workflows.runner.wake import NOTIFY_SQL
 
 
 @dataclass
@@ -337,15 +338,22 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
             priority=TASK_PRIORITY[kind],
             wait_event_type=outcome.wait_event_type,
         )
-        return [release, _instance_update(claim, now, Status.WAITING)]
+        return [release, _instance_update(claim, now, Status.WAITING), *_wake_runners()]
     if isinstance(outcome, Finish):
         return [delete_task, _instance_update(claim, now, Status.COMPLETE, output=outcome.output)]
     if isinstance(outcome, Fail):
         return [delete_task, _instance_update(claim, now, Status.ERRORED, error=outcome.error)]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
-        return [_release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])]
+        release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])
+        return [release, *_wake_runners()]
     raise TypeError(f"unknown outcome {outcome!r}")
+
+
+def _wake_runners() -> list:
+    """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
+    that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
+    return [(NOTIFY_SQL, None)] if connection.vendor == "postgresql" else []
 
 
 def _event_waiting(claim: Claim, event_type: str, pending: Pending) -> bool:
