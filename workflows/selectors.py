@@ -136,7 +136,10 @@ def instance_current_step(instance: WorkflowInstance) -> dict | None:
         return None
     steps = WorkflowStep.objects.filter(instance=instance, run_number=instance.run_number)
     step = (
-        steps.exclude(status__in=[StepStatus.COMPLETE]).order_by("-id").first()
+        # A race's cancelled losers and a loop's own row are not what the run is doing now.
+        steps.exclude(status__in=[StepStatus.COMPLETE, StepStatus.CANCELLED, StepStatus.LOOPING])
+        .order_by("-id")
+        .first()
         or steps.order_by("-id").first()
     )
     if step is None:

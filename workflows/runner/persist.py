@@ -19,9 +19,11 @@ from workflows.decisions import (
     PROCEED,
     StepState,
     boundary_permission,
+    boundary_progress,
 )
 from workflows.models import (
     TASK_PRIORITY,
+    TERMINAL_STATUSES,
     Status,
     StepStatus,
     TaskKind,
@@ -29,8 +31,10 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowLog,
     WorkflowStep,
+    WorkflowTask,
 )
-from workflows.runner.claim import Claim
+from workflows.runner import storage_faults
+from workflows.runner.claim import DB_NOW, Claim, db_now_param
 from workflows.runner.wake import NOTIFY_SQL
 
 
@@ -42,6 +46,11 @@ class Pending:
     consumed: list[tuple[int, str]] = field(default_factory=list)  # (event pk, step name)
     logs: list[dict] = field(default_factory=list)
     mutations: list[Callable] = field(default_factory=list)
+    # Composition: child instances to create with this boundary (only if it may proceed), step
+    # rows of trimmed loop iterations to delete, children of race losers to terminate after.
+    spawns: list[Callable] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+    cancelled_children: list[dict] = field(default_factory=list)
     fingerprint: str | None = None  # code fingerprint to record for the run (code_changes.py)
 
     def clear(self) -> None:
@@ -49,6 +58,9 @@ class Pending:
         self.consumed.clear()
         self.logs.clear()
         self.mutations.clear()
+        self.spawns.clear()
+        self.deleted.clear()
+        self.cancelled_children.clear()
         self.fingerprint = None
 
 
@@ -61,7 +73,13 @@ class Continue:
 class SuspendTo:
     run_at: datetime
     kind: str
-    wait_event_type: str = ""
+    wait_event_type: str = ""  # one type, or several joined by "|" (parallel branches)
+    children: tuple[int, ...] = ()  # pks of running children the run waits for
+
+    @property
+    def rechecks(self) -> bool:
+        """Must look under the task lock for what may have landed while we ran."""
+        return bool(self.wait_event_type or self.children)
 
 
 @dataclass(frozen=True)
@@ -89,10 +107,23 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     the task lock before anything else) and are rolled back when the guard refuses; a paused
     instance is then written again in keep-only form. A wait-for-event suspension guards first
     and writes after, because it must look for events under the task lock.
+
+    A storage error raises StorageFault (storage_faults): the run stops and is claimed again;
+    whether the COMMIT reached the server or not, replay reads what the database holds.
     """
+    with storage_faults.guarded():
+        permission = _commit(claim, pending, outcome)
+        storage_faults.inject("boundary_commit_after")
+    return permission
+
+
+def _commit(claim: Claim, pending: Pending, outcome) -> str:
     now = runtime.now()
     optimistic = connection.vendor == "postgresql" and not (
-        isinstance(outcome, SuspendTo) and outcome.wait_event_type
+        isinstance(outcome, SuspendTo) and outcome.rechecks
+    )
+    progress = boundary_progress(
+        [state.status for state in pending.steps.values()], continues=isinstance(outcome, Continue)
     )
     expected = PROCEED
     for _ in range(3):
@@ -100,7 +131,9 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
             if optimistic:
                 keep_only = expected == KEEP_AND_STOP
                 statements = _statements(claim, pending, outcome, now, keep_only=keep_only)
-                permission = _guard_and_write(claim, now, statements)
+                # Paused: keeping finished work and stopping is a suspension too.
+                reset = progress or keep_only
+                permission = _guard_and_write(claim, now, reset, statements)
                 if permission != expected:
                     transaction.set_rollback(True)
                     if permission == DISCARD:
@@ -108,16 +141,33 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
                     expected = permission
                     continue
             else:
-                permission = _guard(claim, now)
+                permission = _guard(claim, now, progress)
                 if permission == DISCARD:
                     return DISCARD
                 keep_only = permission == KEEP_AND_STOP
                 _execute_all(_statements(claim, pending, outcome, now, keep_only=keep_only))
             for fn in pending.mutations:  # an IntegrityError here aborts the whole boundary
                 fn()
+            if permission == PROCEED:
+                for fn in pending.spawns:  # a WorkflowError here aborts the whole boundary
+                    fn()
+            storage_faults.inject("boundary_commit_before")
+        cancelled = list(pending.cancelled_children)
         pending.clear()
+        if cancelled:
+            _terminate_children(cancelled)
         return permission
     return DISCARD
+
+
+def _terminate_children(children: list[dict]) -> None:
+    """Race losers' children: terminated after the boundary that cancelled them committed."""
+    from workflows import services
+
+    for child in children:
+        services.instance_terminate_if_running(
+            workflow_name=child["workflow"], instance_id=child["id"]
+        )
 
 
 def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool):
@@ -139,6 +189,16 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         )
     if keep_only:
         return statements + [_release(claim)]
+    if pending.deleted:
+        names = sorted(pending.deleted)
+        statements.append(
+            (
+                "DELETE FROM workflow_step WHERE instance_id = %s AND run_number = %s AND name IN ("
+                + ", ".join(["%s"] * len(names))
+                + ")",
+                [claim.instance_pk, claim.run_number, *names],
+            )
+        )
     return statements + _outcome_statements(claim, outcome, now, pending)
 
 
@@ -146,27 +206,41 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
 # run_at, terminate deletes it, restart bumps the fencing token. So one guarded UPDATE both
 # renews our lease and tells us whether we may go on.
 _GUARD = """
-UPDATE workflow_task SET locked_until = %s
+UPDATE workflow_task SET locked_until = %s,
+    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
+RETURNING run_at
+"""
+# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW).
+_GUARD_PG = f"""
+UPDATE workflow_task SET locked_until = {DB_NOW} + make_interval(secs => %s),
+    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
+WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
 RETURNING run_at
 """
 
 
-def _guard_params(claim: Claim, now: datetime) -> list:
-    return [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)]
+def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, list]:
+    """The guard also resets the run's recovery count when the boundary is progress."""
+    if connection.vendor == "postgresql":
+        db_now = db_now_param(now)
+        lease = claim.lease_seconds
+        return _GUARD_PG, [db_now, lease, progress, claim.task_pk, claim.fencing_token, db_now]
+    until = _dt(claim.lease_until(now))
+    return _GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
 
 
-def _guard(claim: Claim, now: datetime) -> str:
+def _guard(claim: Claim, now: datetime, progress: bool) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(_GUARD, _guard_params(claim, now))
+        cursor.execute(*_guard_statement(claim, now, progress))
         return _permission(cursor.fetchone())
 
 
-def _guard_and_write(claim: Claim, now: datetime, statements: list) -> str:
+def _guard_and_write(claim: Claim, now: datetime, progress: bool, statements: list) -> str:
     """PostgreSQL: guard and writes in one pipeline, one round trip."""
     with connection.cursor() as guard, connection.cursor() as cursor:
         with connection.connection.pipeline():
-            guard.execute(_GUARD, _guard_params(claim, now))
+            guard.execute(*_guard_statement(claim, now, progress))
             for sql, params in statements:
                 cursor.execute(sql, params)
         return _permission(guard.fetchone())
@@ -229,8 +303,10 @@ def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) 
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
     rows = []
     for state in states:
-        if skip_starts and state.status == StepStatus.RUNNING:
-            continue  # paused: a step that has not begun must not begin
+        if skip_starts and state.status in (StepStatus.RUNNING, StepStatus.LOOPING):
+            # paused: a step that has not begun must not begin; a loop's state must not move
+            # past iterations whose trim is not written either
+            continue
         values = {
             "instance_id": claim.instance_pk,
             "run_number": claim.run_number,
@@ -328,21 +404,30 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
         return []
     if isinstance(outcome, SuspendTo):
         run_at, kind = outcome.run_at, outcome.kind
-        if outcome.wait_event_type and _event_waiting(claim, outcome.wait_event_type, pending):
-            # An event landed while we ran: its sender saw our lease, so wake ourselves.
+        if _event_waiting(claim, outcome.wait_event_type, pending) or _child_done(outcome):
+            # An event landed or a child finished while we ran: its sender saw our lease (or
+            # the wake it wrote is about to be overwritten), so wake ourselves.
             run_at, kind = now, TaskKind.EVENT
         release = _release(
             claim,
             run_at=run_at,
             kind=kind,
             priority=TASK_PRIORITY[kind],
-            wait_event_type=outcome.wait_event_type,
+            wait_event_type=task_wait_types(outcome.wait_event_type),
         )
         return [release, _instance_update(claim, now, Status.WAITING), *_wake_runners()]
     if isinstance(outcome, Finish):
-        return [delete_task, _instance_update(claim, now, Status.COMPLETE, output=outcome.output)]
+        return [
+            delete_task,
+            _instance_update(claim, now, Status.COMPLETE, output=outcome.output),
+            wake_parent(claim.instance_pk, now),
+        ]
     if isinstance(outcome, Fail):
-        return [delete_task, _instance_update(claim, now, Status.ERRORED, error=outcome.error)]
+        return [
+            delete_task,
+            _instance_update(claim, now, Status.ERRORED, error=outcome.error),
+            wake_parent(claim.instance_pk, now),
+        ]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
         release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])
@@ -356,18 +441,55 @@ def _wake_runners() -> list:
     return [(NOTIFY_SQL, None)] if connection.vendor == "postgresql" else []
 
 
-def _event_waiting(claim: Claim, event_type: str, pending: Pending) -> bool:
+WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it
+
+
+def task_wait_types(types: str) -> str:
+    """What the task row stores: the "|"-joined types, or "*" when they do not fit."""
+    max_length = WorkflowTask._meta.get_field("wait_event_type").max_length
+    return types if len(types) <= max_length else WAIT_ANY
+
+
+def event_wakes(task_wait: str, event_type: str) -> bool:
+    """Does an event of `event_type` wake a task waiting for `task_wait` (see task_wait_types)?"""
+    return task_wait == WAIT_ANY or event_type in task_wait.split("|")
+
+
+def _event_waiting(claim: Claim, event_types: str, pending: Pending) -> bool:
+    if not event_types:
+        return False
     taken = [pk for pk, _ in pending.consumed]
     return (
         WorkflowEvent.objects.filter(
             instance_id=claim.instance_pk,
             run_number=claim.run_number,
-            type=event_type,
+            type__in=event_types.split("|"),
             consumed_at__isnull=True,
         )
         .exclude(pk__in=taken)
         .exists()
     )
+
+
+def _child_done(outcome: SuspendTo) -> bool:
+    return bool(outcome.children) and (
+        WorkflowInstance.objects.filter(
+            pk__in=outcome.children, status__in=TERMINAL_STATUSES
+        ).exists()
+    )
+
+
+# A finished child makes its parent runnable now (unless the parent is paused: run_at NULL,
+# resume replays it anyway), in the transaction that finishes the child, so no wake is lost.
+_WAKE_PARENT = """
+UPDATE workflow_task SET run_at = %s, kind = 'event', priority = 0
+WHERE run_at IS NOT NULL
+  AND instance_id = (SELECT parent_id FROM workflow_instance WHERE id = %s)
+"""
+
+
+def wake_parent(instance_pk: int, now: datetime) -> tuple[str, list]:
+    return _WAKE_PARENT, [_dt(now), instance_pk]
 
 
 def _dt(value: datetime):
