@@ -3,6 +3,7 @@
     .venv/bin/python bench/workflows.py            # everything (about 5 minutes)
     .venv/bin/python bench/workflows.py --quick    # smaller counts
     .venv/bin/python bench/workflows.py --only throughput   # or sequential, wake
+    .venv/bin/python bench/workflows.py --faults   # fault figures only (about 2 minutes)
 
 Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
@@ -15,6 +16,10 @@ process uses (read-only transactions count too); a run of 0 workflows is subtrac
 and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
 postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's vf_bench_dbos for DBOS.
 DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
+
+--faults (docs/workflows/faults.md): instances errored while every runner backend is terminated
+every 2 s (100 instances x 5 steps, 2 runners; must be 0), and lease steals by a runner whose
+clock is 10 minutes fast or slow (libfaketime; steps of 10 s under a 2 s lease; must be 0).
 """
 
 import argparse
@@ -67,7 +72,7 @@ def child_env(*, async_commit: bool = False) -> dict:
         **os.environ,
         "DATABASE_URL": db_url(async_commit=async_commit),
         "DJANGO_SETTINGS_MODULE": "config.settings",
-        "WORKFLOWS_MODULES": "tests.workflows.sample_workflows",
+        "WORKFLOWS_MODULES": "tests.workflows.sample_workflows,tests.workflows.fault_workflows",
         "DEBUG": "0",  # DEBUG=1 keeps every query in memory
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
@@ -294,10 +299,131 @@ def wake_latency(count: int) -> None:
     )
 
 
+# -- faults --------------------------------------------------------------------------------------
+
+
+def start_runner(*, env: dict | None = None, concurrency: int = 1, lease: int = 2):
+    cmd = [sys.executable, "manage.py", "runworkflows", "--poll", "0.1"]
+    cmd += ["--concurrency", str(concurrency)]
+    full_env = {**child_env(), "WORKFLOWS_LEASE_SECONDS": str(lease), **(env or {})}
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
+def wait_settled(timeout: float) -> None:
+    from workflows.models import WorkflowInstance
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not WorkflowInstance.objects.filter(status__in=["active", "waiting"]).exists():
+            return
+        time.sleep(0.5)
+
+
+def backend_killer() -> None:
+    """100 instances x 5 steps, 2 runners x 2 threads; every runner backend terminated every 2 s."""
+    import threading
+
+    import psycopg
+    from django.db import connection, connections
+    from django.db.models import Count
+
+    from workflows import services
+    from workflows.models import WorkflowInstance, WorkflowStep
+
+    reset_tables()
+    services.instance_create_batch(
+        workflow_name="sample-steps",
+        items=[{"id": f"k{n}", "params": {"steps": 5, "sleep_ms": 20}} for n in range(100)],
+    )
+    connection.ensure_connection()
+    spare = connection.connection.info.backend_pid
+    stop, kills = threading.Event(), [0]
+
+    def killer():
+        with psycopg.connect(psycopg_url(db_url()), autocommit=True) as conn:
+            while not stop.wait(2):
+                rows = conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND pid <> %s AND backend_type = 'client backend'",
+                    [spare],
+                ).fetchall()
+                kills[0] += sum(1 for (ok,) in rows if ok)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    procs = [start_runner(concurrency=2, lease=3) for _ in range(2)]
+    started = time.perf_counter()
+    thread.start()
+    wait_settled(240)
+    seconds = time.perf_counter() - started
+    stop.set()
+    thread.join()
+    stop_runners(procs)
+    statuses = dict(
+        WorkflowInstance.objects.values_list("status").annotate(n=Count("id")).order_by()
+    )
+    steps = WorkflowStep.objects.filter(status="complete").count()
+    connections.close_all()
+    print(
+        f"  backend killer: {statuses.get('errored', 0)} errored, "
+        f"{statuses.get('complete', 0)}/100 complete, {steps}/500 steps stored, "
+        f"{kills[0]} backends terminated in {seconds:.0f} s"
+    )
+
+
+def lease_steals(skew: int) -> None:
+    """6 instances of one 10 s step (lease 2 s, renewed); a normal runner holds them, a runner
+    `skew` seconds off challenges (for a slow one the roles swap: its leases look expired to
+    the normal runner). A steal = a step that ran twice."""
+    import glob
+    import tempfile
+    from collections import Counter
+
+    from django.db import connections
+
+    from workflows import services
+
+    libs = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    if not libs:
+        print(f"  lease steals at {skew:+d} s: libfaketime missing (apt-get install faketime)")
+        return
+    skewed = {"LD_PRELOAD": libs[0], "FAKETIME": f"{skew:+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    reset_tables()
+    trace = Path(tempfile.mkdtemp()) / "trace"
+    holder_env, challenger_env = ({}, skewed) if skew > 0 else (skewed, {})
+    holder = start_runner(env=holder_env, concurrency=6)
+    services.instance_create_batch(
+        workflow_name="fault-long-step",
+        items=[{"id": f"l{n}", "params": {"seconds": 10, "trace": str(trace)}} for n in range(6)],
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        not trace.exists() or len(trace.read_text().splitlines()) < 6
+    ):
+        time.sleep(0.1)
+    challenger = start_runner(env=challenger_env, concurrency=6)
+    wait_settled(120)
+    stop_runners([holder, challenger])
+    runs = Counter(line.split()[0] for line in trace.read_text().splitlines())
+    steals = sum(n - 1 for n in runs.values())
+    connections.close_all()
+    print(f"  lease steals at {skew:+d} s skew: {steals} of {len(runs)} steps ran twice")
+
+
+def faults() -> None:
+    print("\nFaults (docs/workflows/faults.md):")
+    backend_killer()
+    for skew in (600, -600):
+        lease_steals(skew)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=["sequential", "throughput", "wake"])
+    parser.add_argument("--faults", action="store_true", help="fault figures only")
     parser.add_argument("--child", choices=["vitalflow", "dbos"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
@@ -325,6 +451,9 @@ def main() -> None:
         has_dbos = False
         print("DBOS Transact is not installed (pip install dbos): vitalflow figures only.")
 
+    if args.faults:
+        faults()
+        return
     for async_commit in (False, True) if args.only in (None, "sequential") else ():
         mode = "off" if async_commit else "on (server default)"
         print(f"\nSequential 3-step no-op workflows, synchronous_commit={mode}:")

@@ -457,6 +457,7 @@ def instance_restart(
                 locked_until=None,
                 fencing_token=F("fencing_token") + 1,
                 claims=0,
+                recovery_attempts=0,  # a fresh count for the new run
             )
         message = f"instance restarted as run {fresh.run_number}"
         if from_step is not None:

@@ -3,23 +3,24 @@
 Loop, per worker thread:
   1. stop if SIGTERM/SIGINT arrived (the current task was finished first);
   2. claim one due task (lease + fencing token) and run it to its next boundary
-     (a database error backs off instead: leases keep the work safe);
+     (a storage fault backs off instead, jittered and capped: leases keep the work safe);
   3. if nothing was due: with --once, exit; else sleep until the next task falls due,
      at most --poll seconds, and go to 1.
 """
 
 import contextlib
 import logging
+import random
 import signal
 import threading
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 
 from ops.liveness import RUNNER, heartbeat_remove, heartbeat_start
-from workflows import runtime
-from workflows.runner import default_owner, next_due_at, run_one
+from workflows import decisions, runtime
+from workflows.runner import STORAGE_FAULT, default_owner, next_due_at, run_one, storage_faults
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +60,31 @@ class Command(BaseCommand):
         self.stopping.set()
 
     def _work(self, owner: str, poll: float, once: bool) -> None:
+        faults = 0  # storage faults in a row, for the backoff
         try:
             while not self.stopping.is_set():
                 try:
-                    if run_one(owner=owner) is not None:
-                        continue
-                    if once:
-                        return
-                    self.stopping.wait(_idle_seconds(poll))
-                except (OperationalError, InterfaceError) as exc:
-                    # Database restarting or locked: back off; leases keep the work safe.
-                    log.warning("runworkflows %s: database error, backing off: %s", owner, exc)
-                    connections.close_all()
-                    self.stopping.wait(min(poll, 1.0))
+                    result = run_one(owner=owner)
+                    if result is None:
+                        if once:
+                            return
+                        idle = _idle_seconds(poll)
+                except Exception as exc:
+                    if not storage_faults.is_storage_fault(exc):
+                        raise
+                    storage_faults.drop_connection()
+                    result = STORAGE_FAULT
+                if result == STORAGE_FAULT:
+                    # Database restarting, connection killed, deadlock: back off; the work
+                    # stays in the database and leases keep it safe.
+                    faults += 1
+                    pause = decisions.storage_backoff_seconds(faults, random.random())
+                    log.warning("runworkflows %s: storage fault, backing off %.2f s", owner, pause)
+                    self.stopping.wait(pause)
+                    continue
+                faults = 0
+                if result is None:
+                    self.stopping.wait(idle)
         finally:
             connections.close_all()
 
