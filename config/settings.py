@@ -321,6 +321,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# GET /metrics needs an operator key with the metrics:read scope unless this is true (a scrape
+# from a private network only). Multiprocess counters: PROMETHEUS_MULTIPROC_DIR (serve sets it).
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
+
 LOGIN_URL = "/admin/login/"
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -18,3 +18,7 @@ class OpsConfig(AppConfig):
         from ops.liveness import cluster_heartbeat_start
 
         post_spawn.connect(cluster_heartbeat_start, dispatch_uid="ops-cluster-heartbeat")
+
+        from ops.metrics import liveness_gauges, scrape_register
+
+        scrape_register("workers", liveness_gauges)
