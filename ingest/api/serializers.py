@@ -52,6 +52,7 @@ class ReconcileOut(serializers.Serializer):
     reactivated = serializers.ListField(child=serializers.CharField())
     deactivated = serializers.ListField(child=serializers.CharField())
     error = serializers.CharField(allow_null=True)
+    skipped = serializers.BooleanField(help_text="reconciled lately: Terra was not asked")
 
 
 class MeResponse(serializers.Serializer):
