@@ -1,4 +1,5 @@
-"""Durable workflow engine: authoring API (workflow, NonRetryableError, WaitForEventTimeout)
+"""Durable workflow engine: authoring API (workflow, NonRetryableError, WaitForEventTimeout,
+ParallelError, ChildWorkflowError)
 and the programmatic API (get_workflow). See docs/workflows/engine.md.
 
 The names load on first use (PEP 562), so `import workflows.cli` (the HTTP-only console
@@ -10,6 +11,8 @@ _EXPORTS = {
     "NonRetryableError": "workflows.errors",
     "WaitForEventTimeout": "workflows.errors",
     "WorkflowError": "workflows.errors",
+    "ParallelError": "workflows.errors",
+    "ChildWorkflowError": "workflows.errors",
 }
 
 __all__ = [*_EXPORTS, "get_workflow"]

@@ -19,8 +19,9 @@ from django.utils.html import format_html
 from ops import strict_json
 from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
-from workflows import runtime
+from workflows import labels, runtime, selectors
 from workflows.authoring import registry
+from workflows.errors import WorkflowError
 from workflows.http import operations
 from workflows.http.permissions import policy_check
 from workflows.http.timeline import duration_text, timeline
@@ -28,6 +29,7 @@ from workflows.models import (
     TERMINAL_STATUSES,
     WorkflowDeployment,
     WorkflowInstance,
+    WorkflowInstanceLabel,
     WorkflowStep,
 )
 
@@ -130,6 +132,26 @@ class VersionFilter(admin.SimpleListFilter):
         return queryset
 
 
+class LabelFilter(admin.SimpleListFilter):
+    """?label=user:alice, repeatable (all must match), like the API's list filter."""
+
+    title = "label"
+    parameter_name = "label"
+
+    def lookups(self, request, model_admin):
+        pairs = WorkflowInstanceLabel.objects.values_list("key", "value").distinct().order_by()[:20]
+        return [(f"{k}:{v}", f"{k}: {v}") for k, v in sorted(pairs)]
+
+    def queryset(self, request, queryset):
+        wanted = request.GET.getlist(self.parameter_name)
+        if not wanted:
+            return queryset
+        try:
+            return selectors.with_labels(queryset, labels.parse_filters(wanted))
+        except WorkflowError:
+            return queryset.none()
+
+
 @admin.register(WorkflowInstance)
 class WorkflowInstanceAdmin(ReadOnlyAdmin):
     list_display = (
@@ -144,7 +166,7 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
         "duration",
     )
     list_display_links = ("instance_id",)
-    list_filter = ("status", WorkflowFilter, VersionFilter, AgeFilter)
+    list_filter = ("status", WorkflowFilter, VersionFilter, AgeFilter, LabelFilter)
     search_fields = ("=instance_id", "instance_id__startswith")
     ordering = ("-id",)
     list_per_page = 50
@@ -281,6 +303,9 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             "eligible": [a for a, ok in ELIGIBLE.items() if instance.status in ok],
             "can_send_event": instance.status not in TERMINAL_STATUSES,
             "status_color": STATUS_COLORS.get(instance.status),
+            "family": selectors.instance_family(instance),
+            "parent_pk": instance.parent_id,
+            "children_rows": instance.children.order_by("id")[:100],
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}

@@ -31,8 +31,9 @@ class InstanceHandle:
     def terminate(self) -> None:
         services.instance_terminate(instance=self._row())
 
-    def restart(self) -> None:
-        services.instance_restart(instance=self._row())
+    def restart(self, from_step: str | None = None) -> None:
+        """A new run; with `from_step`, steps completed before it keep their results."""
+        services.instance_restart(instance=self._row(), from_step=from_step)
 
     def send_event(self, type: str, payload=None) -> None:  # noqa: A002
         services.instance_send_event(instance=self._row(), type=type, payload=payload)
@@ -52,16 +53,19 @@ class WorkflowHandle:
         *,
         idempotency_key: str | None = None,
         priority: int = DEFAULT_PRIORITY,
+        labels: dict | None = None,
     ) -> InstanceHandle:
         """Pass `idempotency_key` when the call may be retried: a repeat returns the instance
         the first call created. Without one a key is generated, so every call creates.
-        `priority` 0-9 (default 5): among new runs waiting for a runner, higher goes first."""
+        `priority` 0-9 (default 5): among new runs waiting for a runner, higher goes first.
+        `labels` {"user": "alice"} (≤ 10) tag the instance for list filters."""
         instance_id = services.instance_create_once(
             workflow_name=self.name,
             idempotency_key=idempotency_key or uuid.uuid4().hex,
             instance_id=id,
             params=params,
             priority=priority,
+            labels=labels,
         )
         return InstanceHandle(self.name, instance_id)
 

@@ -84,12 +84,46 @@ class InvalidWorkflowDefinition(WorkflowError):
     status = 400
 
 
+class InvalidLabels(WorkflowError):
+    code = "invalid_labels"
+    status = 400
+
+
+class UnknownStep(WorkflowError):
+    """restart(from_step=...) named a step the current run never reached."""
+
+    code = "unknown_step"
+    status = 400
+
+
 class NonRetryableError(Exception):
     """Raise inside a step callback to fail the step at once, without retries."""
 
 
 class WaitForEventTimeout(Exception):  # noqa: N818 - public name fixed by the spec
     """Raised by step.wait_for_event when no event arrived in time; workflows may catch it."""
+
+
+class ParallelError(Exception):
+    """step.parallel (or a race) whose branch(es) failed after their retries. `errors` maps each
+    failed branch to {"name", "message"}; `results` holds the branches that succeeded."""
+
+    def __init__(self, message: str, *, errors: dict, results: dict | None = None):
+        super().__init__(message)
+        self.errors = errors
+        self.results = results or {}
+
+
+class ChildWorkflowError(Exception):
+    """step.run_workflow's child ended errored or terminated. `error` is the child's
+    {"name", "message"} (None when terminated); `workflow`, `id`, `status` name the child."""
+
+    def __init__(self, message: str, *, workflow: str, id: str, status: str, error=None):  # noqa: A002
+        super().__init__(message)
+        self.workflow = workflow
+        self.id = id
+        self.status = status
+        self.error = error
 
 
 class StepFailed(Exception):  # noqa: N818
@@ -122,6 +156,8 @@ ALL_CODES = sorted(
             InvalidDuration,
             InvalidStep,
             InvalidWorkflowDefinition,
+            InvalidLabels,
+            UnknownStep,
         )
     }
 )

@@ -22,6 +22,12 @@ class StepType(models.TextChoices):
     DO = "do"
     SLEEP = "sleep"
     WAIT_FOR_EVENT = "wait_for_event"
+    # Composition (issue 12): rows that remember what a whole construct decided, so a replay
+    # returns it without re-entering the branches / iterations / child.
+    PARALLEL = "parallel"
+    RACE = "race"
+    LOOP = "loop"
+    CHILD = "child"
 
 
 class StepStatus(models.TextChoices):
@@ -32,6 +38,8 @@ class StepStatus(models.TextChoices):
     COMPLETE = "complete"
     ERRORED = "errored"  # retries exhausted or non-retryable; replay re-raises the error
     TIMED_OUT = "timed_out"  # wait_for_event gave up; replay re-raises WaitForEventTimeout
+    CANCELLED = "cancelled"  # a race's loser: its pending sleep/wait/retry was cleared
+    LOOPING = "looping"  # a loop in progress: result holds the last committed state
 
 
 class TaskKind(models.TextChoices):
@@ -87,6 +95,13 @@ class WorkflowInstance(models.Model):
     error = models.JSONField(null=True, blank=True)  # {"name", "message"}
     request_id = models.CharField(max_length=128, blank=True, default="")
     priority = models.PositiveSmallIntegerField(default=DEFAULT_PRIORITY)
+    # {"key": "value"} as given at create (workflows.labels); the rows of WorkflowInstanceLabel
+    # are the index the list filters walk, this copy is what detail pages show.
+    labels = models.JSONField(default=dict, blank=True)
+    # Set for an instance created by step.run_workflow: the parent's completion-wake target.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -122,6 +137,29 @@ class WorkflowInstance(models.Model):
 
     def __str__(self):
         return f"{self.workflow_name}/{self.instance_id}"
+
+
+class WorkflowInstanceLabel(models.Model):
+    """One label of an instance; selectors.instances_for_list filters through the
+    (key, value, instance) index, one subquery per requested label (AND)."""
+
+    instance = models.ForeignKey(
+        WorkflowInstance, on_delete=models.CASCADE, related_name="label_rows"
+    )
+    key = models.CharField(max_length=32)
+    value = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "workflow_instance_label"
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "key"], name="workflow_label_unique_key"),
+        ]
+        indexes = [
+            models.Index(fields=["key", "value", "instance"], name="workflow_label_lookup"),
+        ]
+
+    def __str__(self):
+        return f"{self.key}:{self.value}"
 
 
 class WorkflowStep(models.Model):

@@ -18,6 +18,7 @@ from workflows.models import (
     WorkflowDeployment,
     WorkflowEvent,
     WorkflowInstance,
+    WorkflowInstanceLabel,
     WorkflowLog,
     WorkflowStep,
     WorkflowTask,
@@ -40,17 +41,29 @@ def workflow_summaries() -> list[dict]:
     ]
 
 
-def instances_for_list(*, workflow_name: str, status: str | None = None) -> QuerySet:
+def instances_for_list(
+    *, workflow_name: str, status: str | None = None, labels: list[tuple[str, str]] = ()
+) -> QuerySet:
     """Instances of one workflow, newest first (order_by -id; index workflow_inst_status /
     workflow_inst_name). `status` filters on the stored status; "version_missing" selects live
-    instances whose version is not registered."""
+    instances whose version is not registered. `labels` [(key, value)]: all must match, each
+    through the workflow_label_lookup index."""
     qs = WorkflowInstance.objects.filter(workflow_name=workflow_name)
+    qs = with_labels(qs, labels)
     if status == VERSION_MISSING:
         live = qs.exclude(status__in=TERMINAL_STATUSES)
         return live.exclude(version__in=registry.versions(workflow_name)).order_by("-id")
     if status:
         qs = qs.filter(status=status)
     return qs.order_by("-id")
+
+
+def with_labels(qs: QuerySet, labels) -> QuerySet:
+    for key, value in labels:
+        qs = qs.filter(
+            pk__in=WorkflowInstanceLabel.objects.filter(key=key, value=value).values("instance_id")
+        )
+    return qs
 
 
 def instance_get(*, workflow_name: str, instance_id: str) -> WorkflowInstance:
@@ -80,6 +93,27 @@ def instance_details(instance: WorkflowInstance) -> dict:
     if instance.status == "errored":
         details["error"] = instance.error
     return details
+
+
+def instance_family(instance: WorkflowInstance) -> dict:
+    """{"parent": {"workflow", "id"} | None, "children": [{"workflow", "id", "status"}]} —
+    step.run_workflow's links, children oldest first (the parent FK's index)."""
+    parent = None
+    if instance.parent_id is not None:
+        row = (
+            WorkflowInstance.objects.filter(pk=instance.parent_id)
+            .values("workflow_name", "instance_id")
+            .first()
+        )
+        if row is not None:
+            parent = {"workflow": row["workflow_name"], "id": row["instance_id"]}
+    children = [
+        {"workflow": name, "id": child_id, "status": status}
+        for name, child_id, status in WorkflowInstance.objects.filter(parent_id=instance.pk)
+        .order_by("id")
+        .values_list("workflow_name", "instance_id", "status")
+    ]
+    return {"parent": parent, "children": children}
 
 
 def instance_current_step(instance: WorkflowInstance) -> dict | None:
@@ -120,6 +154,7 @@ def instance_meta(instance: WorkflowInstance) -> dict:
         "version": instance.version,
         "run_number": instance.run_number,
         "params": instance.params,
+        "labels": instance.labels,
         "created_at": instance.created_at,
         "updated_at": instance.updated_at,
         "started_at": instance.started_at,

@@ -7,29 +7,34 @@ from workflows.decisions, logs the transition in the `system` category and, when
 """
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from ops.idempotency import TTL as IDEMPOTENCY_TTL
 from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import concurrency, decisions, limits, runtime, tasks
+from workflows import concurrency, decisions, labels, limits, runtime, tasks
 from workflows.authoring import registry
 from workflows.errors import (
     IdempotencyConflict,
     InstanceIdAlreadyExists,
     NoActiveDeployment,
+    UnknownStep,
     VersionNotFound,
 )
 from workflows.models import (
     DEFAULT_PRIORITY,
     TASK_PRIORITY,
     Status,
+    StepStatus,
     TaskKind,
     WorkflowDeployment,
     WorkflowEvent,
     WorkflowInstance,
+    WorkflowInstanceLabel,
     WorkflowLog,
+    WorkflowStep,
     WorkflowTask,
     start_priority,
 )
@@ -111,7 +116,13 @@ def workflow_version_activate(*, name: str, version: int, actor=None, request=No
 
 
 def _new_instance(
-    name: str, version: int, instance_id: str | None, params, now, priority=DEFAULT_PRIORITY
+    name: str,
+    version: int,
+    instance_id: str | None,
+    params,
+    now,
+    priority=DEFAULT_PRIORITY,
+    label_set=None,
 ):
     return WorkflowInstance(
         workflow_name=name,
@@ -123,10 +134,22 @@ def _new_instance(
         run_number=1,
         params=limits.check_json(params, what="params"),
         priority=limits.check_priority(priority),
+        labels=labels.check_labels(label_set),
         request_id=get_request_id(),
         created_at=now,
         updated_at=now,
     )
+
+
+def _save_new(instance: WorkflowInstance, now) -> None:
+    """Insert the instance, its label rows and its first task (in the caller's transaction)."""
+    instance.save(force_insert=True)
+    if instance.labels:
+        WorkflowInstanceLabel.objects.bulk_create(
+            WorkflowInstanceLabel(instance=instance, key=key, value=value)
+            for key, value in instance.labels.items()
+        )
+    _new_task(instance, now).save(force_insert=True)
 
 
 def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
@@ -151,19 +174,22 @@ def instance_create(
     instance_id: str | None = None,
     params=None,
     priority: int = DEFAULT_PRIORITY,
+    labels: dict | None = None,
     actor=None,
     request=None,
 ) -> WorkflowInstance:
     """Create an instance of the active version, runnable now (one transaction). `priority`
-    0-9 orders new runs (higher first, then oldest); resumes and wakes always go first."""
+    0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
+    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters."""
     now = runtime.now()
     limits.check_priority(priority)
     try:
         with transaction.atomic():
             version = workflow_active_version(name=workflow_name)
-            instance = _new_instance(workflow_name, version, instance_id, params, now, priority)
-            instance.save(force_insert=True)
-            _new_task(instance, now).save(force_insert=True)
+            instance = _new_instance(
+                workflow_name, version, instance_id, params, now, priority, labels
+            )
+            _save_new(instance, now)
             _audit(
                 "workflow_instance.create",
                 resource=_resource(instance),
@@ -188,6 +214,7 @@ def instance_create_once(
     instance_id: str | None = None,
     params=None,
     priority: int = DEFAULT_PRIORITY,
+    labels: dict | None = None,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
@@ -198,6 +225,8 @@ def instance_create_once(
     arguments = {"id": instance_id, "params": params}
     if priority != DEFAULT_PRIORITY:  # keys stored before priorities existed keep matching
         arguments["priority"] = priority
+    if labels:
+        arguments["labels"] = labels
     digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
@@ -212,6 +241,7 @@ def instance_create_once(
                 instance_id=instance_id,
                 params=params,
                 priority=priority,
+                labels=labels,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -242,6 +272,7 @@ def instance_create_batch(
             item.get("params"),
             now,
             item.get("priority", DEFAULT_PRIORITY),
+            item.get("labels"),
         )
         wanted.setdefault(instance.instance_id, instance)
     existing = set(
@@ -255,8 +286,7 @@ def instance_create_batch(
             continue
         try:
             with transaction.atomic():
-                instance.save(force_insert=True)
-                _new_task(instance, now).save(force_insert=True)
+                _save_new(instance, now)
         except IntegrityError:  # created concurrently since we looked: skipped, like the others
             continue
         created.append(instance)
@@ -328,24 +358,34 @@ def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) 
     return fresh
 
 
-def instance_restart(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
-    """Start a new run (run number + 1) from the beginning; earlier runs stay for audit."""
+def instance_restart(
+    *, instance: WorkflowInstance, from_step: str | None = None, actor=None, request=None
+) -> WorkflowInstance:
+    """Start a new run (run number + 1); earlier runs stay for audit. With `from_step`, the new
+    run starts with the cached results of the steps that completed before that step in the
+    current run (Cloudflare's restart `from`), so replay skips them; unknown name → UnknownStep."""
     with transaction.atomic():
         fresh, task = _lock(instance)
+        kept = [] if from_step is None else _steps_before(fresh, from_step)
         now = runtime.now()
         fresh.run_number += 1
         fresh.status, fresh.output, fresh.error = Status.ACTIVE, None, None
         fresh.started_at, fresh.completed_at, fresh.updated_at = None, None, now
         fresh.save()
+        for row in kept:
+            row.pk, row.run_number = None, fresh.run_number
+        WorkflowStep.objects.bulk_create(kept)
+        # A run that starts with steps must load them: only a first START claim skips that.
+        kind = TaskKind.RESUME if kept else TaskKind.START
         if task is None:
-            _new_task(fresh, now).save(force_insert=True)
+            task = _new_task(fresh, now)
+            task.kind = kind
+            task.save(force_insert=True)
         else:
             # A new fencing token: the previous run's runner can no longer write anything.
-            from django.db.models import F
-
             WorkflowTask.objects.filter(pk=task.pk).update(
                 run_number=fresh.run_number,
-                kind=TaskKind.START,
+                kind=kind,
                 priority=start_priority(fresh.priority),
                 **_slot(fresh),
                 run_at=now,
@@ -355,10 +395,31 @@ def instance_restart(*, instance: WorkflowInstance, actor=None, request=None) ->
                 fencing_token=F("fencing_token") + 1,
                 claims=0,
             )
-        _system_log(fresh, "info", f"instance restarted as run {fresh.run_number}")
-        _audit("workflow_instance.restart", resource=_resource(fresh), actor=actor, request=request)
+        message = f"instance restarted as run {fresh.run_number}"
+        if from_step is not None:
+            message += f" from step {from_step!r} ({len(kept)} step(s) kept)"
+        _system_log(fresh, "info", message)
+        _audit(
+            "workflow_instance.restart",
+            resource=_resource(fresh),
+            actor=actor,
+            request=request,
+            metadata=None if from_step is None else {"from_step": from_step},
+        )
     tasks.schedule_wake()
     return fresh
+
+
+def _steps_before(instance: WorkflowInstance, name: str) -> list[WorkflowStep]:
+    """Completed steps of the current run reached before step `name` (rows are inserted when a
+    step is first reached, so id order is the order the run reached them)."""
+    steps = WorkflowStep.objects.filter(instance=instance, run_number=instance.run_number)
+    target = steps.filter(name=name).values_list("id", flat=True).first()
+    if target is None:
+        raise UnknownStep(
+            f"run {instance.run_number} of {instance} has no step named {name!r}", step=name
+        )
+    return list(steps.filter(id__lt=target, status=StepStatus.COMPLETE).order_by("id"))
 
 
 def _make_runnable(instance: WorkflowInstance, task: WorkflowTask | None, kind: str, now) -> None:

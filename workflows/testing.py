@@ -77,10 +77,11 @@ class WorkflowHarness:
         *,
         run: bool = True,
         priority: int = 5,
+        labels: dict | None = None,
     ) -> str:
         """Create an instance (of the active version) and run until idle; returns its id."""
         row = services.instance_create(
-            workflow_name=name, instance_id=id, params=params, priority=priority
+            workflow_name=name, instance_id=id, params=params, priority=priority, labels=labels
         )
         if run:
             self.run_until_idle()
@@ -107,8 +108,10 @@ class WorkflowHarness:
     def terminate(self, name: str, instance_id: str) -> None:
         services.instance_terminate(instance=self.instance(name, instance_id))
 
-    def restart(self, name: str, instance_id: str, *, run: bool = True) -> None:
-        services.instance_restart(instance=self.instance(name, instance_id))
+    def restart(
+        self, name: str, instance_id: str, *, from_step: str | None = None, run: bool = True
+    ) -> None:
+        services.instance_restart(instance=self.instance(name, instance_id), from_step=from_step)
         if run:
             self.run_until_idle()
 

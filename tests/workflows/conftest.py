@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+import tests.workflows.composition_workflows  # noqa: F401 - registers the composition workflows
 import tests.workflows.sample_workflows  # noqa: F401 - registers the sample workflows
 from workflows.testing import WorkflowHarness
 

@@ -82,19 +82,30 @@ def audited(
         raise
 
 
-def instance_action(*, instance: WorkflowInstance, action: str, request=None, actor=None):
-    """pause | resume | terminate | restart one instance; returns the fresh row."""
+def instance_action(
+    *, instance: WorkflowInstance, action: str, request=None, actor=None, **options
+):
+    """pause | resume | terminate | restart one instance; returns the fresh row. `options` are
+    the action's own (restart: from_step)."""
     with audited(
         action=f"workflow_instance.{action}",
         resource=instance_resource(instance.workflow_name, instance.instance_id),
         request=request,
         actor=actor,
+        metadata={k: v for k, v in options.items() if v is not None},
     ):
-        return ACTIONS[action](instance=instance)
+        return ACTIONS[action](instance=instance, **options)
 
 
 def instance_create(
-    *, workflow_name: str, instance_id=None, params=None, priority=5, request=None, actor=None
+    *,
+    workflow_name: str,
+    instance_id=None,
+    params=None,
+    priority=5,
+    labels=None,
+    request=None,
+    actor=None,
 ):
     with audited(
         action="workflow_instance.create",
@@ -103,7 +114,11 @@ def instance_create(
         actor=actor,
     ) as facts:
         instance = services.instance_create(
-            workflow_name=workflow_name, instance_id=instance_id, params=params, priority=priority
+            workflow_name=workflow_name,
+            instance_id=instance_id,
+            params=params,
+            priority=priority,
+            labels=labels,
         )
         facts["instance_id"] = instance.instance_id
         return instance

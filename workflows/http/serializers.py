@@ -38,6 +38,18 @@ class PriorityField(serializers.Field):
         return value
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": 10,
+        "propertyNames": {"pattern": "^[a-zA-Z0-9_][a-zA-Z0-9-_]*$", "maxLength": 32},
+        "additionalProperties": {"type": "string", "maxLength": 64},
+    }
+)
+class LabelsField(serializers.JSONField):
+    """Passed through as sent: the engine (workflows.labels) answers invalid_labels."""
+
+
 class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
@@ -79,6 +91,12 @@ class InstanceListQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=DISPLAY_STATUSES, required=False)
     page_size = serializers.IntegerField(min_value=1, max_value=200, default=50)
     cursor = serializers.CharField(required=False, max_length=200)
+    label = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=10,
+        help_text="key:value, repeatable; an instance must carry every label given",
+    )
 
 
 class InstanceSummarySerializer(serializers.Serializer):
@@ -96,12 +114,14 @@ class InstanceCreateSerializer(serializers.Serializer):
     id = EngineNameField(required=False, allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
     priority = PriorityField(required=False, allow_null=True)
+    labels = LabelsField(required=False, allow_null=True)
 
 
 class BatchItemSerializer(serializers.Serializer):
     id = EngineNameField(allow_blank=True, max_length=1000)
     params = serializers.JSONField(required=False, allow_null=True)
     priority = PriorityField(required=False, allow_null=True)
+    labels = LabelsField(required=False, allow_null=True)
 
 
 class InstanceBatchSerializer(serializers.Serializer):
@@ -133,6 +153,7 @@ class InstanceMetaSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     run_number = serializers.IntegerField()
     params = serializers.JSONField(allow_null=True)
+    labels = serializers.DictField(child=serializers.CharField())
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
@@ -140,10 +161,23 @@ class InstanceMetaSerializer(serializers.Serializer):
     current_step = CurrentStepSerializer(required=False)
 
 
+class ParentSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    id = serializers.CharField()
+
+
+class ChildSerializer(serializers.Serializer):
+    workflow = serializers.CharField()
+    id = serializers.CharField()
+    status = serializers.ChoiceField(choices=STATUSES)
+
+
 class InstanceDetailSerializer(serializers.Serializer):
     id = serializers.CharField()
     details = DetailsSerializer()
     meta = InstanceMetaSerializer()
+    parent = ParentSerializer(allow_null=True, help_text="set when step.run_workflow created it")
+    children = ChildSerializer(many=True, help_text="instances its step.run_workflow created")
 
 
 # --- actions and events ---------------------------------------------------------------------
@@ -151,6 +185,14 @@ class InstanceDetailSerializer(serializers.Serializer):
 
 class EmptySerializer(serializers.Serializer):
     """Action routes take no body (an empty JSON object is fine)."""
+
+
+class RestartSerializer(serializers.Serializer):
+    from_step = StrictCharField(
+        required=False,
+        max_length=256,
+        help_text="keep the results of the steps completed before this one (400 unknown_step)",
+    )
 
 
 class ActionResultSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ops.idempotency import idempotent
-from workflows import selectors, services
+from workflows import labels, selectors, services
 from workflows.authoring import registry
 from workflows.errors import WorkflowError, WorkflowNotFound
 from workflows.http import operations, schema  # noqa: F401 - registers the auth schemes
@@ -38,6 +38,8 @@ STATUS_BY_CODE = {
     "invalid_duration": 400,
     "invalid_step": 400,
     "invalid_workflow": 400,
+    "invalid_labels": 400,
+    "unknown_step": 400,
 }
 
 ROW_SERIALIZERS = {
@@ -151,10 +153,13 @@ class InstanceListCreateView(WorkflowsView):
     def get(self, request, name):
         query = s.InstanceListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        label_filters = labels.parse_filters(query.validated_data.get("label", []))
         require_known_workflow(name)
         rows, cursor, more = keyset_page(
             selectors.instances_for_list(
-                workflow_name=name, status=query.validated_data.get("status")
+                workflow_name=name,
+                status=query.validated_data.get("status"),
+                labels=label_filters,
             ),
             cursor=query.validated_data.get("cursor"),
             page_size=query.validated_data["page_size"],
@@ -180,6 +185,7 @@ class InstanceListCreateView(WorkflowsView):
             instance_id=body.validated_data.get("id"),
             params=body.validated_data.get("params"),
             priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
+            labels=body.validated_data.get("labels"),
             request=request,
         )
         return Response(summary(instance), status=201)
@@ -214,7 +220,11 @@ class InstanceDetailView(WorkflowsView):
     )
     def get(self, request, name, instance_id):
         instance = self.instance()
-        body = {**summary(instance), "meta": selectors.instance_meta(instance)}
+        body = {
+            **summary(instance),
+            "meta": selectors.instance_meta(instance),
+            **selectors.instance_family(instance),
+        }
         return Response(body)
 
 
@@ -239,6 +249,29 @@ class InstanceActionView(WorkflowsView):
         return Response(body)
 
 
+class InstanceRestartActionView(InstanceActionView):
+    """restart, optionally `{"from_step": "name"}`."""
+
+    action = "restart"
+
+    @extend_schema(
+        request=s.RestartSerializer,
+        parameters=[idempotency_header(False)],
+        responses={200: s.ActionResultSerializer, **ERRORS},
+    )
+    @mutation("workflow_instance.restart")
+    def post(self, request, name, instance_id):
+        body = s.RestartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        instance = operations.instance_action(
+            instance=self.instance(),
+            action="restart",
+            request=request,
+            from_step=body.validated_data.get("from_step"),
+        )
+        return Response({"ok": True, "details": selectors.instance_details(instance)})
+
+
 ACTION_SUMMARIES = {
     "pause": "Pause an instance (no new step starts)",
     "resume": "Resume a paused instance",
@@ -248,7 +281,13 @@ ACTION_SUMMARIES = {
 ACTION_VIEWS = {
     action: extend_schema_view(
         post=extend_schema(summary=summary, operation_id=f"workflows_instance_{action}")
-    )(type(f"Instance{action.capitalize()}View", (InstanceActionView,), {"action": action}))
+    )(
+        type(
+            f"Instance{action.capitalize()}View",
+            (InstanceRestartActionView if action == "restart" else InstanceActionView,),
+            {"action": action},
+        )
+    )
     for action, summary in ACTION_SUMMARIES.items()
 }
 

@@ -62,7 +62,9 @@ class Command(BaseCommand):
         p.add_argument("--id", "-i")
         p.add_argument("--params", "-p")
         for action in ACTIONS:
-            one(action, f"{action} an instance")
+            p = one(action, f"{action} an instance")
+            if action == "restart":
+                p.add_argument("--from-step", help="keep results of steps completed before it")
         p = one("send-event", "deliver an event")
         p.add_argument("--type", "-t", required=True)
         p.add_argument("--payload")
@@ -145,8 +147,9 @@ class Command(BaseCommand):
         )
 
     def cmd_action(self, action, options):
+        extra = {"from_step": options["from_step"]} if options.get("from_step") else {}
         instance = operations.instance_action(
-            instance=self._instance(options), action=action, actor=ACTOR
+            instance=self._instance(options), action=action, actor=ACTOR, **extra
         )
         self.say(
             f"{action} {instance.instance_id}: {describe(selectors.instance_details(instance))}"
