@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0006_schedules'),
+        ('workflows', '0007_composition'),
     ]
 
     operations = [
