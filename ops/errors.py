@@ -29,6 +29,7 @@ class ErrorCode:
     INVALID_SIGNATURE = "invalid_signature"
     IDEMPOTENCY_REQUIRED = "idempotency_required"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    INVALID_CURSOR = "invalid_cursor"
 
 
 class ApiError(Exception):

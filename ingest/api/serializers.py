@@ -139,8 +139,9 @@ class DlqRow(RawEventRow):
 
 
 class DlqResponse(serializers.Serializer):
-    count = serializers.IntegerField()
-    results = DlqRow(many=True)
+    raw_events = DlqRow(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
 
 
 class RawEventDetail(RawEventRow):
@@ -248,5 +249,6 @@ class TraceRow(serializers.ModelSerializer):
 
 
 class TracePage(serializers.Serializer):
-    results = TraceRow(many=True)
-    next = serializers.CharField(allow_null=True)
+    traces = TraceRow(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
