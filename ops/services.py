@@ -66,7 +66,10 @@ def actor_for(request) -> str:
 def _client_ip(request) -> str | None:
     if request is None:
         return None
-    return request.META.get("REMOTE_ADDR") or None
+    from ops.throttling import client_ip
+
+    ip = client_ip(request)
+    return None if ip == "unknown" else ip
 
 
 def audit_log_write(

@@ -13,6 +13,7 @@ import logging
 import math
 import time
 
+from django.conf import settings
 from django.core.cache import cache
 from rest_framework import exceptions
 from rest_framework.settings import api_settings
@@ -39,7 +40,16 @@ def rate_for(scope: str) -> tuple[int, int] | None:
 
 
 def client_ip(request) -> str:
-    # REMOTE_ADDR: the proxy in front must be the one that connects (README: Production).
+    """The client's address: REMOTE_ADDR, or behind PROXY_HOPS trusted proxies the address the
+    outermost of them saw (X-Forwarded-For, counted from the right: entries further left are
+    whatever the client sent and cannot be trusted). Throttles, the login lockout and the
+    audit log all use this one answer."""
+    hops = getattr(settings, "PROXY_HOPS", 0)
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if hops > 0 and forwarded:
+        entries = [part.strip() for part in forwarded.split(",") if part.strip()]
+        if entries:
+            return entries[-min(hops, len(entries))]
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 

@@ -124,3 +124,13 @@ def test_me_asks_terra_at_most_once_per_user_per_interval(user_api, terra, setti
     second = user_api.get("/v1/me").json()["reconcile"]
     assert first["skipped"] is False and second["skipped"] is True
     assert len(terra.calls("GET", "/v2/subscriptions")) == 1
+
+
+def test_behind_a_trusted_proxy_the_forwarded_client_ip_has_the_budget(rates, settings):
+    rates(anon="1/minute")
+    settings.PROXY_HOPS = 1
+    proxy = {"REMOTE_ADDR": "10.9.9.9"}
+    first = APIClient(**proxy, HTTP_X_FORWARDED_FOR="spoofed, 203.0.113.5")
+    second = APIClient(**proxy, HTTP_X_FORWARDED_FOR="203.0.113.6")
+    assert [first.get("/v1/me").status_code for _ in range(2)] == [401, 429]
+    assert second.get("/v1/me").status_code == 401  # another client behind the same proxy
