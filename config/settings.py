@@ -257,6 +257,8 @@ HEARTBEAT_FORGET_SECONDS = float(env_str("HEARTBEAT_FORGET_SECONDS", "3600"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)
+# How long the lab-report workflow waits for Terra's lab_report webhook (engine duration grammar).
+LAB_REPORT_TIMEOUT = env_duration("LAB_REPORT_TIMEOUT", "2 hours")
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 
 # --- Workflows ------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ class LabUploadAdmin(ReadOnlyAdmin):
         "id",
         "user",
         "terra_status",
+        "workflow_instance",
         "download",
         "storage_key",
         "original_name",
@@ -120,6 +121,24 @@ class LabUploadAdmin(ReadOnlyAdmin):
     def download(self, obj):
         url = reverse("admin:labs_labupload_download", args=[obj.pk])
         return format_html('<a href="{}">download ({} bytes)</a>', url, obj.size)
+
+    @admin.display(description="workflow instance")
+    def workflow_instance(self, obj):
+        from workflows.models import WorkflowInstance
+
+        if not obj.instance_id:
+            return "—"
+        pk = (
+            WorkflowInstance.objects.filter(
+                workflow_name=services.LAB_WORKFLOW, instance_id=obj.instance_id
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if pk is None:
+            return obj.instance_id
+        url = reverse("admin:workflows_workflowinstance_change", args=[pk])
+        return format_html('<a href="{}">lab-report / {}</a>', url, obj.instance_id)
 
     @admin.display(description="Terra response")
     def terra_response_pretty(self, obj):

@@ -33,10 +33,3 @@ class UnsupportedFileType(LabError):
 class FileTooLarge(LabError):
     code = "file_too_large"
     status = 413
-
-
-class TerraUploadFailed(LabError):
-    """Terra did not take the file; it is stored and can be forwarded again."""
-
-    code = "terra_upload_failed"
-    status = 502

@@ -14,7 +14,8 @@ class LabUpload(models.Model):
     """A stored lab report and its journey through Terra's OCR.
 
     terra_status: pending → submitted | failed:<http status> | failed:network → parsed
-    (or failed:parse when Terra's lab_report.failed webhook arrives)."""
+    (or failed:parse when Terra's lab_report.failed webhook arrives, failed:timeout when it
+    does not arrive within LAB_REPORT_TIMEOUT)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(
@@ -29,6 +30,9 @@ class LabUpload(models.Model):
     terra_response = models.JSONField(null=True, blank=True)
     terra_upload_id = models.CharField(max_length=255, null=True, blank=True)
     parsed_at = models.DateTimeField(null=True, blank=True)
+    # The `lab-report` workflow instance driving this upload (labs/workflows.py); "" for
+    # uploads made before the round trip became a workflow.
+    instance_id = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -21,6 +21,7 @@ class LabUploadSerializer(serializers.ModelSerializer):
             "terra_status",
             "terra_upload_id",
             "parsed_at",
+            "instance_id",
             "created_at",
             "updated_at",
         ]
@@ -40,21 +41,10 @@ class UploadRequestSerializer(serializers.Serializer):
     file = serializers.FileField()
 
 
-class UploadFailedSerializer(serializers.Serializer):
-    """502: stored, but Terra refused it or was unreachable."""
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    upload_id = serializers.UUIDField()
-    storage_key = serializers.CharField()
-    terra_status = serializers.CharField()
-
-
 class UploadAcceptedSerializer(serializers.Serializer):
-    """Documents POST /v1/labs/upload's 200 answer for the OpenAPI schema."""
+    """Documents POST /v1/labs/upload's 202 answer: stored and recorded; the `lab-report`
+    workflow instance `instance_id` forwards it to Terra and waits for the results."""
 
-    ok = serializers.BooleanField()
     upload_id = serializers.UUIDField()
-    storage_key = serializers.CharField()
-    terra_status = serializers.CharField()
-    note = serializers.CharField()
+    status = serializers.CharField(help_text="the upload's terra_status: pending")
+    instance_id = serializers.CharField(help_text="the lab-report workflow instance")

@@ -26,6 +26,9 @@ SUBMITTED = "submitted"
 PARSED = "parsed"
 FAILED_NETWORK = "failed:network"
 FAILED_PARSE = "failed:parse"
+FAILED_TIMEOUT = "failed:timeout"
+LAB_WORKFLOW = "lab-report"  # labs/workflows.py
+DELETED = "deleted"  # the lab-report workflow's outcome for an upload wiped under it
 # Forwarding failures the console may retry; failed:parse is Terra's verdict on the file itself.
 RETRYABLE_PREFIX = "failed:"
 
@@ -114,11 +117,84 @@ def lab_upload_forward(*, upload: LabUpload, content: bytes | None = None) -> La
 
 
 def lab_upload_receive(*, user, uploaded: UploadedFile) -> LabUpload:
-    """The upload endpoint's whole job: store, record, forward. The row is committed before the
-    Terra call, so the file and row are kept whatever Terra answers."""
+    """The upload endpoint's whole job: store the file, then insert its row and its `lab-report`
+    workflow instance in one transaction (labs/workflows.py forwards it to Terra and waits for
+    the report), so there is never an upload without the instance that drives it."""
+    from workflows import services as workflow_services
+
     with transaction.atomic():
-        row, content = lab_upload_create(user=user, uploaded=uploaded)
-    return lab_upload_forward(upload=row, content=content)
+        row, _ = lab_upload_create(user=user, uploaded=uploaded)
+        row.instance_id = lab_instance_id(row.pk)
+        row.save(update_fields=["instance_id"])
+        workflow_services.instance_create(
+            workflow_name=LAB_WORKFLOW,
+            instance_id=row.instance_id,
+            params={"upload_id": str(row.pk)},
+        )
+    return row
+
+
+def lab_instance_id(upload_id) -> str:
+    return f"lab-{upload_id}"
+
+
+class TerraForwardFailed(Exception):
+    """A forward attempt that may succeed later (network error, 5xx); str() is the status the
+    upload gets if every retry fails."""
+
+
+def _record_attempt(upload: LabUpload, **changes) -> None:
+    for field, value in {**changes, "updated_at": timezone.now()}.items():
+        setattr(upload, field, value)
+    upload.save(update_fields=[*changes, "updated_at"])
+
+
+def lab_upload_forward_attempt(*, upload_id: str) -> dict:
+    """One attempt of the lab-report workflow's forward step. The upload stays `pending` while
+    attempts fail (so the console's retry action leaves it to the workflow); Terra's last
+    answer is kept in terra_response. 4xx → NonRetryableError("failed:<status>")."""
+    from workflows import NonRetryableError
+
+    upload = LabUpload.objects.select_related("user").filter(pk=upload_id).first()
+    if upload is None:  # wiped with its user meanwhile: nothing to forward
+        raise NonRetryableError(DELETED)
+    if upload.terra_status != PENDING:  # an earlier attempt got through before a crash
+        return {"terra_status": upload.terra_status, "terra_upload_id": upload.terra_upload_id}
+    with default_storage.open(upload.storage_key, "rb") as stored:
+        content = stored.read()
+    try:
+        body = get_terra_client().upload_lab_report(
+            reference_id=upload.user.get_username(),
+            filename=upload.storage_key.rsplit("/", 1)[-1],
+            content=content,
+            content_type=upload.content_type,
+        )
+    except TerraError as exc:
+        log.warning("terra refused lab upload %s: %s", upload.pk, exc)
+        _record_attempt(upload, terra_response=exc.body)
+        if 400 <= exc.status < 500:
+            raise NonRetryableError(f"failed:{exc.status}") from None
+        raise TerraForwardFailed(f"failed:{exc.status}") from None
+    except TerraNetworkError as exc:
+        log.warning("terra unreachable for lab upload %s: %s", upload.pk, exc)
+        _record_attempt(upload, terra_response={"error": str(exc)})
+        raise TerraForwardFailed(FAILED_NETWORK) from None
+    terra_id = body.get("upload_id") if isinstance(body, dict) else None
+    _record_attempt(upload, terra_status=SUBMITTED, terra_response=body, terra_upload_id=terra_id)
+    return {"terra_status": SUBMITTED, "terra_upload_id": terra_id}
+
+
+def lab_upload_set_status(*, upload_id: str, status: str, only_from: tuple[str, ...]) -> str:
+    """Set terra_status when it is one of `only_from`; returns the upload's status after."""
+    LabUpload.objects.filter(pk=upload_id, terra_status__in=only_from).update(
+        terra_status=status, updated_at=timezone.now()
+    )
+    return lab_upload_status(upload_id)
+
+
+def lab_upload_status(upload_id: str) -> str:
+    found = LabUpload.objects.filter(pk=upload_id).values_list("terra_status", flat=True).first()
+    return DELETED if found is None else found
 
 
 def is_forward_failed(upload: LabUpload) -> bool:

@@ -8,21 +8,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labs import services
-from labs.errors import TerraUploadFailed
 from labs.filters import BiomarkerWideFilter
 from labs.models import BiomarkerWide, LabUpload
 from labs.serializers import (
     BiomarkerWideSerializer,
     LabUploadSerializer,
     UploadAcceptedSerializer,
-    UploadFailedSerializer,
     UploadRequestSerializer,
 )
 from labs.upload import install_upload_handlers, lab_file_from_request
 from ops.auth import IsEndUser
 from ops.pagination import KeysetPagination
-
-SUBMITTED_NOTE = "Stored and forwarded to Terra; biomarkers appear when Terra reports the results."
 
 
 class NewestFirst(KeysetPagination):
@@ -48,8 +44,8 @@ class LabUploadView(APIView):
     @extend_schema(
         tags=["labs"],
         request={"multipart/form-data": UploadRequestSerializer},
-        responses={200: UploadAcceptedSerializer, 502: UploadFailedSerializer},
-        summary="Upload a lab report (PDF, PNG or JPEG) and forward it to Terra",
+        responses={202: UploadAcceptedSerializer},
+        summary="Upload a lab report (PDF, PNG or JPEG); its lab-report workflow forwards it",
     )
     def post(self, request):
         upload = services.lab_upload_receive(
@@ -57,16 +53,10 @@ class LabUploadView(APIView):
         )
         body = {
             "upload_id": str(upload.pk),
-            "storage_key": upload.storage_key,
-            "terra_status": upload.terra_status,
+            "status": upload.terra_status,
+            "instance_id": upload.instance_id,
         }
-        if upload.terra_status != services.SUBMITTED:
-            message = "Terra did not accept the file; it is stored and can be forwarded again."
-            return Response(
-                {"code": TerraUploadFailed.code, "message": message, **body},
-                status=TerraUploadFailed.status,
-            )
-        return Response({"ok": True, **body, "note": SUBMITTED_NOTE})
+        return Response(body, status=202)
 
 
 @extend_schema(tags=["labs"], summary="My lab uploads, newest first")

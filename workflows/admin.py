@@ -32,6 +32,7 @@ from workflows.models import (
     WorkflowInstanceLabel,
     WorkflowStep,
 )
+from workflows.selectors import instance_code_changed
 
 # Which statuses each action may touch; others are skipped and counted, never sent.
 ELIGIBLE = {
@@ -300,6 +301,7 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             "output_json": pretty(instance.output) if instance.output is not None else None,
             "error_json": pretty(instance.error) if instance.error else None,
             "version_missing": registry.get(instance.workflow_name, instance.version) is None,
+            "code_changed": instance_code_changed(instance),
             "eligible": [a for a, ok in ELIGIBLE.items() if instance.status in ok],
             "can_send_event": instance.status not in TERMINAL_STATUSES,
             "status_color": STATUS_COLORS.get(instance.status),

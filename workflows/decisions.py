@@ -4,6 +4,7 @@ The runner and the services load rows, ask these functions, and apply the answer
 """
 
 import math
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -201,3 +202,36 @@ def check_event_accepted(status: str) -> None:
 def resume_applies(status: str) -> bool:
     """Resume only changes a paused instance; on anything else it does nothing."""
     return status == Status.PAUSED
+
+
+# -- replay divergence (code changed under a running instance) ----------------------------------
+
+# Steps whose outcome is stored for good: replay returns or re-raises it without running code.
+FINISHED_STEP_STATUSES = (StepStatus.COMPLETE, StepStatus.ERRORED, StepStatus.TIMED_OUT)
+
+
+def location_scope(location: str) -> str:
+    """The scope a step location is checked in: everything before its last "/" ("" at the
+    top level). Branch and iteration steps (`fetch/left/call`, `poll/~3/call`) are compared
+    only with their own branch or iteration, which may legitimately stop being replayed (a
+    decided race, a loop resumed from stored state). A "/" inside a user's own step name only
+    narrows the comparison, never widens it."""
+    return location.rpartition("/")[0]
+
+
+def replay_divergence(recorded: Sequence[str], asked: Container[str], requested: str) -> str | None:
+    """The step a replay should have asked for instead of `requested`, or None when asking for
+    `requested` is fine.
+
+    `recorded`: the run's finished steps in the order they were first stored; `asked`: the
+    names this replay has asked for so far. Asking for a name that is not recorded is new
+    work, which is only fine once every recorded step of the same scope has been asked for;
+    before that, the code no longer takes the path the history took (a step renamed, removed
+    or inserted before recorded ones) and running anything new would mix two histories."""
+    if requested in recorded:
+        return None
+    scope = location_scope(requested)
+    for name in recorded:
+        if name not in asked and location_scope(name) == scope:
+            return name
+    return None

@@ -139,6 +139,21 @@ class StepTimeout(Exception):  # noqa: N818
     """An attempt ran past its timeout; its late result is discarded."""
 
 
+class NonDeterminismError(Exception):
+    """A replay asked for a step its run never stored while stored steps were still to be
+    asked for: the code changed under the instance (docs/workflows/faults.md). The instance
+    ends `errored` with this name; workflow code cannot catch it."""
+
+    def __init__(self, expected: str, requested: str):
+        super().__init__(
+            f"replay asked for step {requested!r}, but the run's history has step {expected!r} "
+            "next: the workflow's code changed under this instance. Restart the instance to run "
+            "the new code from the top, or ship the change as a new version."
+        )
+        self.expected = expected
+        self.requested = requested
+
+
 ALL_CODES = sorted(
     {
         cls.code

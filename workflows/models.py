@@ -95,6 +95,9 @@ class WorkflowInstance(models.Model):
     error = models.JSONField(null=True, blank=True)  # {"name", "message"}
     request_id = models.CharField(max_length=128, blank=True, default="")
     priority = models.PositiveSmallIntegerField(default=DEFAULT_PRIORITY)
+    # sha256 of the workflow function's source when the current run started (runner/
+    # code_changes.py warns when a resume runs other code); "" until the run first executes.
+    code_fingerprint = models.CharField(max_length=64, blank=True, default="")
     # {"key": "value"} as given at create (workflows.labels); the rows of WorkflowInstanceLabel
     # are the index the list filters walk, this copy is what detail pages show.
     labels = models.JSONField(default=dict, blank=True)

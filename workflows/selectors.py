@@ -85,6 +85,18 @@ def instance_display_status(instance: WorkflowInstance) -> str:
     return instance.status
 
 
+def instance_code_changed(instance: WorkflowInstance) -> bool:
+    """True when the deployed code of the instance's version is not the code its run started
+    on (fingerprints, docs/workflows/faults.md). Unknown (not recorded yet, version missing)
+    counts as unchanged."""
+    from workflows.fingerprint import code_fingerprint
+
+    definition = registry.get(instance.workflow_name, instance.version)
+    if definition is None or not instance.code_fingerprint:
+        return False
+    return code_fingerprint(definition.fn) != instance.code_fingerprint
+
+
 def instance_details(instance: WorkflowInstance) -> dict:
     """{"status", "output"?, "error"?} (same as services.instance_status)."""
     details = {"status": instance_display_status(instance)}
@@ -124,7 +136,10 @@ def instance_current_step(instance: WorkflowInstance) -> dict | None:
         return None
     steps = WorkflowStep.objects.filter(instance=instance, run_number=instance.run_number)
     step = (
-        steps.exclude(status__in=[StepStatus.COMPLETE]).order_by("-id").first()
+        # A race's cancelled losers and a loop's own row are not what the run is doing now.
+        steps.exclude(status__in=[StepStatus.COMPLETE, StepStatus.CANCELLED, StepStatus.LOOPING])
+        .order_by("-id")
+        .first()
         or steps.order_by("-id").first()
     )
     if step is None:

@@ -6,6 +6,8 @@ from workflows.decisions, logs the transition in the `system` category and, when
 `request` is given, writes an audit row. Making work runnable schedules a wake task on commit.
 """
 
+import contextlib
+
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -19,6 +21,7 @@ from workflows.authoring import registry
 from workflows.errors import (
     IdempotencyConflict,
     InstanceIdAlreadyExists,
+    InstanceTerminal,
     NoActiveDeployment,
     UnknownStep,
     VersionNotFound,
@@ -26,6 +29,7 @@ from workflows.errors import (
 from workflows.models import (
     DEFAULT_PRIORITY,
     TASK_PRIORITY,
+    TERMINAL_STATUSES,
     Status,
     StepStatus,
     TaskKind,
@@ -38,6 +42,7 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
+from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
 
 
@@ -343,6 +348,9 @@ def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> 
 
 
 def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+    """Terminate the instance, wake its parent (a ChildWorkflowError there), then terminate its
+    running children, each in its own transaction (locks go parent-then-child nowhere, so a
+    child's runner finishing and waking us cannot deadlock with this)."""
     with transaction.atomic():
         fresh, task = _lock(instance)
         decisions.check_terminable(fresh.status)
@@ -351,11 +359,65 @@ def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) 
         fresh.save(update_fields=["status", "updated_at", "completed_at"])
         if task is not None:
             task.delete()
+        if fresh.parent_id is not None:
+            _execute(wake_parent(fresh.pk, now))
+            tasks.schedule_wake()
         _system_log(fresh, "info", "instance terminated")
         _audit(
             "workflow_instance.terminate", resource=_resource(fresh), actor=actor, request=request
         )
+    for child in WorkflowInstance.objects.filter(parent_id=fresh.pk).exclude(
+        status__in=TERMINAL_STATUSES
+    ):
+        instance_terminate_if_running(
+            workflow_name=child.workflow_name, instance_id=child.instance_id
+        )
     return fresh
+
+
+def instance_terminate_if_running(*, workflow_name: str, instance_id: str) -> None:
+    """Terminate unless already finished (children of a terminated parent or a race's loser)."""
+    child = WorkflowInstance.objects.filter(
+        workflow_name=workflow_name, instance_id=instance_id
+    ).first()
+    if child is None or child.status in TERMINAL_STATUSES:
+        return
+    with contextlib.suppress(InstanceTerminal):  # finished meanwhile
+        instance_terminate(instance=child)
+
+
+def _execute(statement: tuple[str, list]) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(*statement)
+
+
+def instance_spawn_child(
+    *, parent_pk: int, workflow_name: str, instance_id: str, params
+) -> WorkflowInstance:
+    """step.run_workflow's child, created in the parent's boundary transaction (the caller's).
+    The id is derived from the parent and the step, so it exists already only when this parent
+    made it in an earlier run: a finished one is restarted for the new run, a live one kept."""
+    existing = WorkflowInstance.objects.filter(
+        workflow_name=workflow_name, instance_id=instance_id
+    ).first()
+    if existing is not None:
+        if existing.parent_id != parent_pk:
+            raise InstanceIdAlreadyExists(
+                f"instance {instance_id!r} of {workflow_name!r} already exists"
+            )
+        if existing.status in TERMINAL_STATUSES:
+            return instance_restart(instance=existing)
+        return existing
+    now = runtime.now()
+    version = workflow_active_version(name=workflow_name)
+    instance = _new_instance(workflow_name, version, instance_id, params, now)
+    instance.parent_id = parent_pk
+    _save_new(instance, now)
+    _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
+    tasks.schedule_wake()
+    return instance
 
 
 def instance_restart(
@@ -370,6 +432,7 @@ def instance_restart(
         now = runtime.now()
         fresh.run_number += 1
         fresh.status, fresh.output, fresh.error = Status.ACTIVE, None, None
+        fresh.code_fingerprint = ""  # the new run records the code it starts on
         fresh.started_at, fresh.completed_at, fresh.updated_at = None, None, now
         fresh.save()
         for row in kept:
@@ -455,7 +518,7 @@ def instance_send_event(
             task is not None
             and task.run_at is not None  # None = paused: the event waits for resume
             and fresh.status == Status.WAITING
-            and task.wait_event_type == type
+            and event_wakes(task.wait_event_type, type)
         )
         if wakes:
             _make_runnable(fresh, task, TaskKind.EVENT, now)

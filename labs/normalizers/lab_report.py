@@ -25,7 +25,7 @@ from labs.normalizers.values import as_date as _day
 from labs.normalizers.values import as_dict as _dict
 from labs.normalizers.values import as_number as _number
 from labs.normalizers.values import as_text as _text
-from labs.services import FAILED_PARSE, PARSED
+from labs.services import FAILED_PARSE, LAB_WORKFLOW, PARSED, lab_upload_status
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,46 @@ def lab_upload_store_results(*, upload: LabUpload, report: LabReport, arrived: d
     return written
 
 
+def lab_report_deliver(*, upload: LabUpload, raw_event) -> bool:
+    """Hand the report to the upload's live lab-report instance (it stores the biomarkers);
+    False when there is none (an upload from before the workflow, or one that timed out),
+    and the normalizer stores the report itself as it always did."""
+    from workflows import services as workflow_services
+    from workflows.models import TERMINAL_STATUSES, WorkflowInstance
+
+    if not upload.instance_id:
+        return False
+    instance = (
+        WorkflowInstance.objects.filter(workflow_name=LAB_WORKFLOW, instance_id=upload.instance_id)
+        .exclude(status__in=TERMINAL_STATUSES)
+        .first()
+    )
+    if instance is None:
+        return False
+    workflow_services.instance_send_event(
+        instance=instance, type="lab_report", payload={"raw_event_id": raw_event.pk}
+    )
+    return True
+
+
+def lab_upload_store_report(*, upload_id: str, raw_event_id: int) -> str:
+    """The lab-report workflow's last step: store the biomarkers of the delivered report (or
+    record Terra's parse failure); returns the upload's final status."""
+    from ingest.models import RawEvent
+
+    upload = LabUpload.objects.filter(pk=upload_id).first()
+    raw_event = RawEvent.objects.filter(pk=raw_event_id).first()
+    if upload is None or raw_event is None:  # wiped meanwhile
+        return lab_upload_status(upload_id)
+    report = lab_report_parse(raw_event.payload)
+    if report.failed:
+        lab_upload_mark_parse_failed(upload=upload, error=report.error)
+    else:
+        arrived = timezone.localdate(raw_event.received_at or timezone.now())
+        lab_upload_store_results(upload=upload, report=report, arrived=arrived)
+    return lab_upload_status(upload_id)
+
+
 @register("lab_report")
 def normalize_lab_report(raw_event) -> NormalizeResult:
     report = lab_report_parse(raw_event.payload)
@@ -210,10 +250,17 @@ def normalize_lab_report(raw_event) -> NormalizeResult:
         # Terra may answer before our forward recorded its upload id: parked, the drain retries.
         return NormalizeResult(ok=False, error=NO_UPLOAD)
     raw_event.user_id = upload.user_id  # the consumer stores it: console links, user wipe
+    arrived = timezone.localdate(raw_event.received_at or timezone.now())
+    if lab_report_deliver(upload=upload, raw_event=raw_event):
+        usable = [
+            r
+            for r, d in report.results
+            if measurement_from_result(r, report_date=d, arrived=arrived)
+        ]
+        return NormalizeResult(ok=True, rows=len(usable))
     if report.failed:
         lab_upload_mark_parse_failed(upload=upload, error=report.error)
         return NormalizeResult(ok=True)
-    arrived = timezone.localdate(raw_event.received_at or timezone.now())
     return NormalizeResult(
         ok=True, rows=lab_upload_store_results(upload=upload, report=report, arrived=arrived)
     )

@@ -12,8 +12,9 @@ def test_wipe_deletes_uploads_biomarkers_and_stored_files(
     user_api, alice, bob, terra, django_capture_on_commit_callbacks
 ):
     terra.on("POST", "/v2/lab-reports", (200, load_fixture("lab_reports_upload_response.json")))
-    key = upload(user_api, PDF).json()["storage_key"]
+    upload(user_api, PDF)
     lab = LabUpload.objects.get()
+    key = lab.storage_key
     Biomarker.objects.create(
         user=alice,
         source="terra_lab",

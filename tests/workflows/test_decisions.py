@@ -130,3 +130,26 @@ def test_boundary_permission_and_lifecycle_rules():
         ):
             with pytest.raises(InstanceTerminal):
                 check(status)
+
+
+def test_replay_divergence_names_the_first_recorded_step_not_asked_for_yet():
+    recorded = ["a", "b", "c"]
+    assert decisions.replay_divergence(recorded, {"a"}, "b") is None  # recorded: cached
+    assert decisions.replay_divergence(recorded, {"a"}, "b2") == "b"  # renamed
+    assert decisions.replay_divergence(recorded, {"a", "c"}, "d") == "b"  # b removed
+    assert decisions.replay_divergence(recorded, {"a", "b", "c"}, "d") is None  # appended
+    assert decisions.replay_divergence([], set(), "a") is None  # a fresh run
+
+
+def test_replay_divergence_is_judged_within_a_branch_or_iteration_scope():
+    recorded = ["fetch/left/call", "fetch/right/call", "poll/~1/get", "poll/~2/get", "done"]
+    # New top-level work after a parallel whose replay returns its stored result: fine.
+    assert decisions.replay_divergence(recorded, {"done"}, "next") is None
+    # A loop resumed from stored state starts iteration 3 without replaying 1 and 2.
+    assert decisions.replay_divergence(recorded, set(), "poll/~3/get") is None
+    # Within one branch, the recorded order still holds.
+    assert decisions.replay_divergence(recorded, set(), "fetch/left/call-v2") == "fetch/left/call"
+    assert decisions.replay_divergence(recorded, set(), "fetch/right/other") == "fetch/right/call"
+    assert decisions.replay_divergence(recorded, {"done"}, "poll/~2/put") == "poll/~2/get"
+    assert decisions.location_scope("fetch/left/call") == "fetch/left"
+    assert decisions.location_scope("done") == ""

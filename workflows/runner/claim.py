@@ -54,6 +54,7 @@ class Loaded:
     params: object
     created_at: datetime
     request_id: str
+    code_fingerprint: str = ""  # of the code the run started on; "" = not recorded yet
     steps: dict[str, StepState] = field(default_factory=dict)
 
 
@@ -79,10 +80,11 @@ WITH c AS (
     WHERE w.id = c.instance_id AND w.run_number = c.run_number
       AND w.status IN ('active', 'waiting')
     RETURNING w.id, w.workflow_name, w.instance_id, w.version, w.params, w.created_at,
-              w.request_id
+              w.request_id, w.code_fingerprint
 )
 SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
-       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id
+       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
+       i.code_fingerprint
 FROM c LEFT JOIN i ON i.id = c.instance_id
 """
 _PG_CLAIM = _PG_CLAIM_TEMPLATE.format(target=_PG_NEXT)
@@ -170,6 +172,7 @@ def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = No
         params=params,
         created_at=row[10],
         request_id=row[11],
+        code_fingerprint=row[12],
     )
     return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
 
@@ -254,6 +257,7 @@ def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
                 params=inst["params"],
                 created_at=inst["created_at"],
                 request_id=inst["request_id"],
+                code_fingerprint=inst["code_fingerprint"],
             )
             return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
     return None
@@ -272,6 +276,7 @@ def _instance_row(claim: Claim) -> dict | None:
             "created_at",
             "request_id",
             "started_at",
+            "code_fingerprint",
         )
         .first()
     )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import IntegrityError
 
 from workflows import decisions, durations, limits, runtime
-from workflows.authoring import WorkflowEvent, registry
+from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
 from workflows.errors import (
     InvalidStep,
@@ -17,12 +17,14 @@ from workflows.errors import (
     WaitForEventTimeout,
     WorkflowError,
 )
+from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
 from workflows.runner import persist
 from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
-from workflows.step import Halt, Step, Suspend
+from workflows.runner.code_changes import ReplayGuard, fingerprint_check
+from workflows.step import Diverged, Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
         later = runtime.now() + VERSION_MISSING_RETRY
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
-    return Execution(claim, loaded, definition.fn, threaded=threaded, budget=budget).run()
+    return Execution(claim, loaded, definition, threaded=threaded, budget=budget).run()
 
 
 def error_dict(exc: BaseException) -> dict:
@@ -59,10 +61,13 @@ def error_dict(exc: BaseException) -> dict:
 
 
 class Execution:
-    def __init__(self, claim: Claim, loaded: Loaded, fn, *, threaded: bool, budget):
+    def __init__(
+        self, claim: Claim, loaded: Loaded, definition: WorkflowDefinition, *, threaded, budget
+    ):
         self.claim = claim
         self.loaded = loaded
-        self.fn = fn
+        self.fn = definition.fn
+        self.fingerprint = code_fingerprint(definition.fn)
         self.threaded = threaded
         self.budget = budget or Budget(None)
         self.steps = loaded.steps
@@ -73,6 +78,8 @@ class Execution:
         self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
+        self.awaited_children: list[int] = []  # running children a suspension waits for
+        self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -84,16 +91,25 @@ class Execution:
         )
         if not self.steps and self.claim.kind == TaskKind.START:
             self.system("info", f"run {self.claim.run_number} started")
+        self._check_code()
         try:
             output = self.fn(event, Step(self))
         except Halt:
             return "halted"
+        except Diverged as signal:
+            return self._fail(signal.error)
         except Suspend as signal:
+            if self.guard.diverged is not None:
+                return self._fail(self.guard.diverged.error)
             return self._suspend(signal)
         except Exception as exc:  # the workflow failed: record it, never crash the runner
+            if self.guard.diverged is not None:
+                return self._fail(self.guard.diverged.error)
             if self.suspended is not None:
                 return self._suspend(self.suspended)
             return self._fail(exc)
+        if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
+            return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
             return self._suspend(self.suspended)
         try:
@@ -102,11 +118,28 @@ class Execution:
             return self._fail(exc)
         self.system("info", "instance complete")
         persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        _wake_tasks_for_parent(self.claim)
         return "complete"
+
+    def _check_code(self) -> None:
+        record, warning = fingerprint_check(
+            stored=self.loaded.code_fingerprint,
+            current=self.fingerprint,
+            instance_pk=self.claim.instance_pk,
+            run_number=self.claim.run_number,
+        )
+        self.pending.fingerprint = record
+        if warning:
+            self.system("warn", warning)
 
     def _suspend(self, signal: Suspend) -> str:
         self.system("debug", f"suspended until {signal.run_at.isoformat()} ({signal.kind})")
-        outcome = persist.SuspendTo(signal.run_at, signal.kind, signal.wait_event_type)
+        outcome = persist.SuspendTo(
+            signal.run_at,
+            signal.kind,
+            signal.wait_event_type,
+            children=tuple(self.awaited_children),
+        )
         persist.commit(self.claim, self.pending, outcome)
         return "suspended"
 
@@ -114,6 +147,7 @@ class Execution:
         error = error_dict(exc)
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
         persist.commit(self.claim, self.pending, persist.Fail(error))
+        _wake_tasks_for_parent(self.claim)
         return "errored"
 
     def _boundary(self) -> None:
@@ -131,6 +165,9 @@ class Execution:
             raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
+        """The stored state of step `name` (None = new work). Every kind of step asks here, so
+        every one is checked against the run's history first (runner/code_changes.py)."""
+        self.guard.ask(name)
         state = self.steps.get(name)
         if state is not None and state.type != step_type:
             raise InvalidStep(f"step name {name!r} was already used by a {state.type} step")
@@ -139,6 +176,15 @@ class Execution:
     def _stage(self, state: StepState) -> None:
         self.steps[state.name] = state
         self.pending.steps[state.name] = state
+
+    def forget(self, prefix: str) -> None:
+        """Delete every step under `prefix` (a trimmed loop iteration) at the next boundary;
+        they stop counting toward the steps-per-run limit."""
+        for name in [n for n in self.steps if n.startswith(prefix)]:
+            del self.steps[name]
+            self.pending.steps.pop(name, None)
+            self.counted.discard(name)
+            self.pending.deleted.add(name)
 
     # -- step.do -----------------------------------------------------------------------------
 
@@ -357,6 +403,15 @@ class Execution:
                 "created_at": runtime.now(),
             }
         )
+
+
+def _wake_tasks_for_parent(claim: Claim) -> None:
+    """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
+    from workflows import tasks
+    from workflows.models import WorkflowInstance
+
+    if WorkflowInstance.objects.filter(pk=claim.instance_pk, parent__isnull=False).exists():
+        tasks.schedule_wake()
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):

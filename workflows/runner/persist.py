@@ -22,6 +22,7 @@ from workflows.decisions import (
 )
 from workflows.models import (
     TASK_PRIORITY,
+    TERMINAL_STATUSES,
     Status,
     StepStatus,
     TaskKind,
@@ -29,6 +30,7 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowLog,
     WorkflowStep,
+    WorkflowTask,
 )
 from workflows.runner.claim import Claim
 
@@ -41,12 +43,22 @@ class Pending:
     consumed: list[tuple[int, str]] = field(default_factory=list)  # (event pk, step name)
     logs: list[dict] = field(default_factory=list)
     mutations: list[Callable] = field(default_factory=list)
+    # Composition: child instances to create with this boundary (only if it may proceed), step
+    # rows of trimmed loop iterations to delete, children of race losers to terminate after.
+    spawns: list[Callable] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+    cancelled_children: list[dict] = field(default_factory=list)
+    fingerprint: str | None = None  # code fingerprint to record for the run (code_changes.py)
 
     def clear(self) -> None:
         self.steps.clear()
         self.consumed.clear()
         self.logs.clear()
         self.mutations.clear()
+        self.spawns.clear()
+        self.deleted.clear()
+        self.cancelled_children.clear()
+        self.fingerprint = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,13 @@ class Continue:
 class SuspendTo:
     run_at: datetime
     kind: str
-    wait_event_type: str = ""
+    wait_event_type: str = ""  # one type, or several joined by "|" (parallel branches)
+    children: tuple[int, ...] = ()  # pks of running children the run waits for
+
+    @property
+    def rechecks(self) -> bool:
+        """Must look under the task lock for what may have landed while we ran."""
+        return bool(self.wait_event_type or self.children)
 
 
 @dataclass(frozen=True)
@@ -89,7 +107,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     """
     now = runtime.now()
     optimistic = connection.vendor == "postgresql" and not (
-        isinstance(outcome, SuspendTo) and outcome.wait_event_type
+        isinstance(outcome, SuspendTo) and outcome.rechecks
     )
     expected = PROCEED
     for _ in range(3):
@@ -112,9 +130,25 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
                 _execute_all(_statements(claim, pending, outcome, now, keep_only=keep_only))
             for fn in pending.mutations:  # an IntegrityError here aborts the whole boundary
                 fn()
+            if permission == PROCEED:
+                for fn in pending.spawns:  # a WorkflowError here aborts the whole boundary
+                    fn()
+        cancelled = list(pending.cancelled_children)
         pending.clear()
+        if cancelled:
+            _terminate_children(cancelled)
         return permission
     return DISCARD
+
+
+def _terminate_children(children: list[dict]) -> None:
+    """Race losers' children: terminated after the boundary that cancelled them committed."""
+    from workflows import services
+
+    for child in children:
+        services.instance_terminate_if_running(
+            workflow_name=child["workflow"], instance_id=child["id"]
+        )
 
 
 def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool):
@@ -127,8 +161,25 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         for event_pk, step_name in pending.consumed
     ]
     statements += _log_statements(claim, pending.logs)
+    if pending.fingerprint is not None:
+        statements.append(
+            (
+                "UPDATE workflow_instance SET code_fingerprint = %s WHERE id = %s",
+                [pending.fingerprint, claim.instance_pk],
+            )
+        )
     if keep_only:
         return statements + [_release(claim)]
+    if pending.deleted:
+        names = sorted(pending.deleted)
+        statements.append(
+            (
+                "DELETE FROM workflow_step WHERE instance_id = %s AND run_number = %s AND name IN ("
+                + ", ".join(["%s"] * len(names))
+                + ")",
+                [claim.instance_pk, claim.run_number, *names],
+            )
+        )
     return statements + _outcome_statements(claim, outcome, now, pending)
 
 
@@ -219,8 +270,10 @@ def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) 
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
     rows = []
     for state in states:
-        if skip_starts and state.status == StepStatus.RUNNING:
-            continue  # paused: a step that has not begun must not begin
+        if skip_starts and state.status in (StepStatus.RUNNING, StepStatus.LOOPING):
+            # paused: a step that has not begun must not begin; a loop's state must not move
+            # past iterations whose trim is not written either
+            continue
         values = {
             "instance_id": claim.instance_pk,
             "run_number": claim.run_number,
@@ -318,39 +371,85 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
         return []
     if isinstance(outcome, SuspendTo):
         run_at, kind = outcome.run_at, outcome.kind
-        if outcome.wait_event_type and _event_waiting(claim, outcome.wait_event_type, pending):
-            # An event landed while we ran: its sender saw our lease, so wake ourselves.
+        if _event_waiting(claim, outcome.wait_event_type, pending) or _child_done(outcome):
+            # An event landed or a child finished while we ran: its sender saw our lease (or
+            # the wake it wrote is about to be overwritten), so wake ourselves.
             run_at, kind = now, TaskKind.EVENT
         release = _release(
             claim,
             run_at=run_at,
             kind=kind,
             priority=TASK_PRIORITY[kind],
-            wait_event_type=outcome.wait_event_type,
+            wait_event_type=task_wait_types(outcome.wait_event_type),
         )
         return [release, _instance_update(claim, now, Status.WAITING)]
     if isinstance(outcome, Finish):
-        return [delete_task, _instance_update(claim, now, Status.COMPLETE, output=outcome.output)]
+        return [
+            delete_task,
+            _instance_update(claim, now, Status.COMPLETE, output=outcome.output),
+            wake_parent(claim.instance_pk, now),
+        ]
     if isinstance(outcome, Fail):
-        return [delete_task, _instance_update(claim, now, Status.ERRORED, error=outcome.error)]
+        return [
+            delete_task,
+            _instance_update(claim, now, Status.ERRORED, error=outcome.error),
+            wake_parent(claim.instance_pk, now),
+        ]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
         return [_release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])]
     raise TypeError(f"unknown outcome {outcome!r}")
 
 
-def _event_waiting(claim: Claim, event_type: str, pending: Pending) -> bool:
+WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it
+
+
+def task_wait_types(types: str) -> str:
+    """What the task row stores: the "|"-joined types, or "*" when they do not fit."""
+    max_length = WorkflowTask._meta.get_field("wait_event_type").max_length
+    return types if len(types) <= max_length else WAIT_ANY
+
+
+def event_wakes(task_wait: str, event_type: str) -> bool:
+    """Does an event of `event_type` wake a task waiting for `task_wait` (see task_wait_types)?"""
+    return task_wait == WAIT_ANY or event_type in task_wait.split("|")
+
+
+def _event_waiting(claim: Claim, event_types: str, pending: Pending) -> bool:
+    if not event_types:
+        return False
     taken = [pk for pk, _ in pending.consumed]
     return (
         WorkflowEvent.objects.filter(
             instance_id=claim.instance_pk,
             run_number=claim.run_number,
-            type=event_type,
+            type__in=event_types.split("|"),
             consumed_at__isnull=True,
         )
         .exclude(pk__in=taken)
         .exists()
     )
+
+
+def _child_done(outcome: SuspendTo) -> bool:
+    return bool(outcome.children) and (
+        WorkflowInstance.objects.filter(
+            pk__in=outcome.children, status__in=TERMINAL_STATUSES
+        ).exists()
+    )
+
+
+# A finished child makes its parent runnable now (unless the parent is paused: run_at NULL,
+# resume replays it anyway), in the transaction that finishes the child, so no wake is lost.
+_WAKE_PARENT = """
+UPDATE workflow_task SET run_at = %s, kind = 'event', priority = 0
+WHERE run_at IS NOT NULL
+  AND instance_id = (SELECT parent_id FROM workflow_instance WHERE id = %s)
+"""
+
+
+def wake_parent(instance_pk: int, now: datetime) -> tuple[str, list]:
+    return _WAKE_PARENT, [_dt(now), instance_pk]
 
 
 def _dt(value: datetime):
