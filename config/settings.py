@@ -377,7 +377,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True  # successful logins need no row each
 AXES_VERBOSE = False
-AXES_CLIENT_IP_CALLABLE = "ops.throttling.client_ip"
+AXES_CLIENT_IP_CALLABLE = "ops.throttling.client_ip_or_none"
 # Trusted reverse proxies in front (each appends to X-Forwarded-For): the client IP that
 # throttles, the login lockout and the audit log use is the one the outermost proxy saw.
 # 0: REMOTE_ADDR (nothing in front, or a proxy that connects as the client).

@@ -66,10 +66,9 @@ def actor_for(request) -> str:
 def _client_ip(request) -> str | None:
     if request is None:
         return None
-    from ops.throttling import client_ip
+    from ops.throttling import client_ip_or_none
 
-    ip = client_ip(request)
-    return None if ip == "unknown" else ip
+    return client_ip_or_none(request)
 
 
 def audit_log_write(

@@ -53,6 +53,13 @@ def client_ip(request) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
+def client_ip_or_none(request) -> str | None:
+    """client_ip for columns that hold an address (django-axes, AXES_CLIENT_IP_CALLABLE): None
+    rather than "unknown" when a request has none (test clients, unix sockets)."""
+    ip = client_ip(request)
+    return None if ip == "unknown" else ip
+
+
 def principal(request) -> tuple[str, str]:
     """(scope, identity) of a DRF request after authentication."""
     if isinstance(getattr(request, "auth", None), ApiKey):
