@@ -266,6 +266,9 @@ TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 # of the demo — web, cluster, `manage.py workflows` in another terminal — knows it.
 WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "workflows.examples" if TERRA_DEMO_MODE else "")
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
+# Claims in a row that end without progress (the runner died: OOM kill, segfault) before the
+# next claim errors the instance with MaxRecoveryAttemptsExceeded (docs/workflows/faults.md).
+WORKFLOWS_MAX_RECOVERY_ATTEMPTS = env_int("WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10)
 # Off only where something else drives the runner (the test harness, benches).
 WORKFLOWS_WAKE_TASKS = env_bool("WORKFLOWS_WAKE_TASKS", True)
 # Extra authorization per operation: {"create": "pkg.mod.fn", "manage": [...], ...}; see

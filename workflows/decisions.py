@@ -204,6 +204,55 @@ def resume_applies(status: str) -> bool:
     return status == Status.PAUSED
 
 
+# After a storage fault (runner.storage_faults) a runner waits before it claims again: growing,
+# capped, and jittered so the runners a database restart disconnected do not come back in step.
+STORAGE_BACKOFF_BASE_S = 0.1
+STORAGE_BACKOFF_CAP_S = 5.0
+
+
+def storage_backoff_seconds(failures: int, jitter: float) -> float:
+    """ "Equal jitter" after `failures` faults in a row (1-based), `jitter` uniform in [0, 1):
+    half the ceiling for sure, so a dead database is not polled hot, plus a random half."""
+    ceiling = min(
+        STORAGE_BACKOFF_CAP_S, STORAGE_BACKOFF_BASE_S * 2 ** min(max(failures, 1) - 1, 16)
+    )
+    return ceiling / 2 + jitter * ceiling / 2
+
+
+# Crash loops (runner.execute): a run whose claims keep ending without progress — its runner
+# killed mid-step by an OOM kill, a segfault, os._exit — is stopped instead of reclaimed for
+# ever (DBOS's MAX_RECOVERY_ATTEMPTS_EXCEEDED). The count lives on workflow_task.
+
+
+def boundary_progress(step_statuses, *, continues: bool) -> bool:
+    """Whether a boundary resets the recovery count: a step reached an outcome (anything but
+    an attempt merely starting), or the run suspends, ends or gives its task back."""
+    return not continues or any(status != StepStatus.RUNNING for status in step_statuses)
+
+
+def recovery_exhausted(claims_without_progress: int, limit: int) -> bool:
+    """`claims_without_progress` includes the claim being made: after `limit` claims that all
+    ended without progress, the next one does not run the workflow."""
+    return claims_without_progress > limit
+
+
+def crash_loop_error(steps, *, run_number: int, limit: int) -> dict:
+    """The instance error for a run stopped as a crash loop, naming the step it was in."""
+    steps = list(steps)
+    running = [s for s in steps if s.status == StepStatus.RUNNING]
+    if running:
+        where = f"in step {running[-1].name!r} (attempt {running[-1].attempts})"
+    elif steps:
+        where = f"after step {steps[-1].name!r}"
+    else:
+        where = "before its first step"
+    message = (
+        f"run {run_number} was claimed {limit} times in a row without making progress (its "
+        f"runner died each time); it was {where}"
+    )
+    return {"name": "MaxRecoveryAttemptsExceeded", "message": message}
+
+
 # -- replay divergence (code changed under a running instance) ----------------------------------
 
 # Steps whose outcome is stored for good: replay returns or re-raises it without running code.

@@ -238,6 +238,11 @@ class WorkflowTask(models.Model):
     fencing_token = models.BigIntegerField(default=0)
     # Claims of this run so far (reset by restart): 1 means no step can exist yet.
     claims = models.PositiveIntegerField(default=0)
+    # Claims of this run since it last made progress (a step finished, a suspension, the end).
+    # Counted by the claim statement itself, so a runner that dies mid-step still counts; reset
+    # by the boundary guard on progress and by restart. runner.execute errors the instance when
+    # it passes WORKFLOWS_MAX_RECOVERY_ATTEMPTS (a poison instance that kills its runners).
+    recovery_attempts = models.PositiveIntegerField(default=0)
     # A capped workflow's slot group ("<workflow>" or "<workflow>/<key value>") and its cap,
     # copied from the definition when the task is written; "" / NULL when uncapped. Leased
     # rows of a group are the instances running in it (workflows.concurrency).

@@ -10,10 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 
 class Runtime:
-    """Wall clock and random ids."""
+    """Wall clock corrected to the database's clock (workflows.dbclock), and random ids."""
+
+    # Lease and due comparisons may use the database's own clock (runner.claim.DB_NOW).
+    follows_database = True
 
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        return datetime.now(UTC) + _database_offset
 
     def new_id(self) -> str:
         return uuid.uuid4().hex
@@ -21,6 +24,8 @@ class Runtime:
 
 class ManualRuntime(Runtime):
     """A clock that only moves when told to, and ids from a seeded generator."""
+
+    follows_database = False  # the harness keeps full control of time
 
     def __init__(self, start: datetime, seed: int = 0):
         if start.tzinfo is None:
@@ -46,6 +51,13 @@ class ManualRuntime(Runtime):
 
 
 _current: Runtime = Runtime()
+# Database clock minus this process's wall clock, set by workflows.dbclock (PostgreSQL runners).
+_database_offset = timedelta(0)
+
+
+def set_database_offset(offset: timedelta) -> None:
+    global _database_offset
+    _database_offset = offset
 
 
 def current() -> Runtime:

@@ -2,9 +2,12 @@
 its completion wakes the parent, its failure raises ChildWorkflowError, terminating the parent
 terminates it; the HTTP detail, console and CLI show the links."""
 
+from tests.workflows import test_cli
 from workflows import ChildWorkflowError
 from workflows.models import WorkflowInstance
 from workflows.runner.compose import child_instance_id
+
+server, wf = test_cli.server, test_cli.wf  # the live-server CLI fixtures
 
 
 def test_parent_gets_the_childs_output_and_catches_the_failing_childs_error(harness):
@@ -103,3 +106,28 @@ def test_console_links_parent_and_children(client, staff, harness):
     assert f"/admin/workflows/workflowinstance/{child_row.pk}/change/".encode() in page.content
     page = client.get(f"/admin/workflows/workflowinstance/{child_row.pk}/change/")
     assert f"/admin/workflows/workflowinstance/{parent_row.pk}/change/".encode() in page.content
+
+
+def test_cli_get_shows_parent_and_children(wf, transactional_db):
+    from workflows import get_workflow
+    from workflows.runner import tick
+
+    get_workflow("parent").create(id="pc")
+    while tick(threaded=False):
+        pass
+    code, out, err = wf("instances", "get", "-w", "parent", "--id", "pc")
+    assert code == 0, err
+    assert "child:    child-ok/pc-make-double  complete" in out
+    assert "child:    child-bad/pc-try-bad  errored" in out
+    code, out, _ = wf("instances", "get", "-w", "child-ok", "--id", "pc-make-double")
+    assert "parent:   parent/pc" in out
+
+
+def test_a_child_finishing_while_its_parent_is_paused_is_seen_on_resume(harness):
+    harness.create("parent", id="p9", params={"child": {"nap": "10 minutes"}})
+    harness.pause("parent", "p9")
+    harness.advance("10 minutes")
+    assert harness.status("child-ok", "p9-make-double")["status"] == "complete"
+    assert harness.status("parent", "p9")["status"] == "paused"
+    harness.resume("parent", "p9")
+    assert harness.status("parent", "p9")["status"] == "complete"

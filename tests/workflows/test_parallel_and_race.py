@@ -128,3 +128,31 @@ def test_a_race_loser_s_running_child_is_terminated(harness):
         "output": ["quick", "quick"],
     }
     assert harness.status("child-ok", "rc1-pick-kid-slow-kid")["status"] == "terminated"
+
+
+def test_events_for_two_waiting_branches_each_wake_the_instance(harness):
+    from workflows import workflow
+    from workflows.authoring import registry
+
+    @workflow(name="two-waits")
+    def two_waits(event, step):
+        return step.parallel(
+            "fan",
+            {
+                "x": lambda s: s.wait_for_event("x", type="ex", timeout="1 day")["payload"],
+                "y": lambda s: s.wait_for_event("y", type="why", timeout="1 day")["payload"],
+            },
+        )
+
+    try:
+        harness.create("two-waits", id="w1")
+        assert harness.instance("two-waits", "w1").task.wait_event_type == "ex|why"
+        harness.send_event("two-waits", "w1", "why", 2)
+        assert harness.status("two-waits", "w1")["status"] == "waiting"
+        harness.send_event("two-waits", "w1", "ex", 1)
+        assert harness.status("two-waits", "w1") == {
+            "status": "complete",
+            "output": {"x": 1, "y": 2},
+        }
+    finally:
+        registry.unregister("two-waits", 1)

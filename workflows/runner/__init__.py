@@ -11,14 +11,18 @@ import socket
 from django.conf import settings
 
 from ops.request_id import log_context, reset_request_id, set_request_id
-from workflows import runtime, triggers
-from workflows.runner.claim import claim_next
+from workflows import dbclock, runtime, triggers
+from workflows.runner import storage_faults
+from workflows.runner.claim import claim_next, release_after_fault
 from workflows.runner.claim import next_due_at as next_task_due_at
 from workflows.runner.execute import Budget, execute
+from workflows.runner.storage_faults import StorageFault
 
 log = logging.getLogger(__name__)
 
-__all__ = ["tick", "run_one", "next_due_at", "default_owner"]
+__all__ = ["tick", "run_one", "next_due_at", "default_owner", "STORAGE_FAULT"]
+
+STORAGE_FAULT = "storage_fault"
 
 
 def default_owner() -> str:
@@ -40,12 +44,21 @@ def next_due_at():
 def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) -> str | None:
     """Claim one due task and run it; None when nothing is due. Engine bugs are logged and the
     lease left to expire, so another runner retries the task instead of this process dying.
-    Due cron schedules are fired first (cheap unless one may be due)."""
+    Due cron schedules are fired first (cheap unless one may be due).
+
+    STORAGE_FAULT: the database failed under the engine's own work (claim, load, boundary
+    commit, completion). Nothing about the instance changed; the connection is dropped, the
+    lease given back when the database answers again, and the caller backs off."""
     try:
-        triggers.maybe_fire()
-    except Exception:  # a broken schedule must not stop the runner; the next call retries
-        log.exception("firing cron schedules failed")
-    got = claim_next(owner=owner, lease_seconds=lease_seconds())
+        dbclock.sync_if_stale()  # before anything reads the clock, cron fire times included
+        _fire_schedules()
+        got = claim_next(owner=owner, lease_seconds=lease_seconds())
+    except Exception as exc:
+        if not storage_faults.is_storage_fault(exc):
+            raise
+        log.warning("runner %s: storage fault while claiming: %s", owner, exc)
+        storage_faults.drop_connection()
+        return STORAGE_FAULT
     if got is None:
         return None
     claim, loaded = got
@@ -60,11 +73,30 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
         with context:
             try:
                 return execute(claim, loaded, threaded=threaded, budget=budget)
-            except Exception:
-                log.exception("runner failed on %s/%s", loaded.workflow_name, loaded.instance_id)
-                return "crashed"
+            except (StorageFault, Exception) as exc:
+                if not storage_faults.is_storage_fault(exc):
+                    log.exception(
+                        "runner failed on %s/%s", loaded.workflow_name, loaded.instance_id
+                    )
+                    return "crashed"
+                log.warning(
+                    "storage fault on %s/%s, will be claimed again: %s",
+                    loaded.workflow_name,
+                    loaded.instance_id,
+                    exc,
+                )
+                storage_faults.drop_connection()
+                release_after_fault(claim)
+                return STORAGE_FAULT
     finally:
         reset_request_id(token)
+
+
+def _fire_schedules() -> None:
+    try:
+        triggers.maybe_fire()
+    except Exception:  # a broken schedule must not stop the runner; the next call retries
+        log.exception("firing cron schedules failed")
 
 
 def tick(
@@ -82,7 +114,8 @@ def tick(
     while processed < max_instances:
         if budget.steps is not None and budget.steps <= 0:
             break
-        if run_one(owner=owner, threaded=threaded, budget=budget) is None:
+        # Nothing due, or the database failed: the next wake, sweep or tick tries again.
+        if run_one(owner=owner, threaded=threaded, budget=budget) in (None, STORAGE_FAULT):
             break
         processed += 1
     return processed

@@ -9,6 +9,7 @@ watchdog stops renewing at the deadline, so another runner reclaims the task onc
 lapses and this one's writes are fenced off.
 """
 
+import logging
 import threading
 import time
 
@@ -16,6 +17,7 @@ from django.db import connections
 
 from workflows.errors import StepTimeout
 
+log = logging.getLogger(__name__)
 _local = threading.local()
 
 
@@ -27,8 +29,9 @@ class _Watchdog:
         threading.Thread(target=self._loop, daemon=True, name="workflow-lease").start()
 
     def _loop(self) -> None:
+        pause = threading.Event()  # never set: wait() sleeps (time.sleep fails under faketime)
         while True:
-            time.sleep(self.every)
+            pause.wait(self.every)
             with self.lock:
                 watch = self.watch
             if watch is None:
@@ -38,6 +41,10 @@ class _Watchdog:
                 try:
                     if not renew():
                         self.stop()  # lost: the boundary after the callback will be refused
+                except Exception:
+                    # A lost connection must not end this thread: the next renewal opens a
+                    # fresh one, and the lease outlasts a few missed renewals.
+                    log.warning("renewing a workflow lease failed", exc_info=True)
                 finally:
                     # Renewals are rare (steps longer than a third of the lease): do not keep
                     # an idle connection per runner thread open for them.

@@ -2,7 +2,12 @@
 
 PostgreSQL: one UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED) RETURNING, walking the
 partial index workflow_task_runnable. SQLite: pick candidates, then a compare-and-set UPDATE per
-candidate (exactly one row changed = ours). Lease times come from the runtime clock.
+candidate (exactly one row changed = ours).
+
+Clocks: on PostgreSQL, lease expiry and "is it due" are judged by the server's clock (DB_NOW),
+so a runner whose wall clock is off never takes a live lease or runs work early; the times it
+writes are corrected by workflows.dbclock. SQLite is one machine: the process clock. The test
+harness passes its manual time everywhere.
 
 Concurrency caps (workflows.concurrency), only when the deployment's code caps a workflow: the
 walk skips rows of groups already at their cap; on PostgreSQL the picked row of a capped group
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Min, Q
+from django.db.models import Count, DateTimeField, ExpressionWrapper, F, Min, Q
+from django.db.models.functions import Now
 
 from workflows import concurrency, runtime
 from workflows.authoring import registry
@@ -28,6 +34,7 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
+from workflows.runner import storage_faults
 
 VERSION_MISSING_RETRY = timedelta(minutes=1)
 
@@ -41,6 +48,7 @@ class Claim:
     kind: str
     owner: str
     lease_seconds: float
+    recovery_attempts: int = 0  # claims without progress, this one included
 
     def lease_until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.lease_seconds)
@@ -58,11 +66,22 @@ class Loaded:
     steps: dict[str, StepState] = field(default_factory=dict)
 
 
+# The server's clock: a NULL parameter means statement_timestamp() (stable within a statement,
+# so the planner still walks workflow_task_runnable); the harness passes its manual time.
+DB_NOW = "COALESCE(%s::timestamptz, statement_timestamp())"
+
+
+def db_now_param(now: datetime) -> datetime | None:
+    """The parameter for DB_NOW: None (the server's clock) unless the runtime is the harness's."""
+    return None if runtime.current().follows_database else now
+
+
 # Runnable = run_at set and due, lease free or expired, in the partial index's order. One
 # statement claims the task, flips a waiting instance to active and returns what the run needs.
-_PG_NEXT = """(
+_DUE_AND_FREE = f"run_at <= {DB_NOW} AND (locked_until IS NULL OR locked_until <= {DB_NOW})"
+_PG_NEXT = f"""(
         SELECT id FROM workflow_task
-        WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
+        WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
         ORDER BY priority, run_at
         LIMIT 1
         FOR UPDATE SKIP LOCKED
@@ -70,9 +89,11 @@ _PG_NEXT = """(
 _PG_CLAIM_TEMPLATE = """
 WITH c AS (
     UPDATE workflow_task
-    SET lock_owner = %s, locked_until = %s, fencing_token = fencing_token + 1, claims = claims + 1
+    SET lock_owner = %s, locked_until = {now} + make_interval(secs => %s),
+        fencing_token = fencing_token + 1, claims = claims + 1,
+        recovery_attempts = recovery_attempts + 1
     WHERE id = {target}
-    RETURNING id, instance_id, run_number, fencing_token, kind, claims
+    RETURNING id, instance_id, run_number, fencing_token, kind, claims, recovery_attempts
 ), i AS (
     UPDATE workflow_instance w
     SET status = 'active', started_at = COALESCE(w.started_at, %s), updated_at = %s
@@ -84,31 +105,31 @@ WITH c AS (
 )
 SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
        i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
-       i.code_fingerprint
+       i.code_fingerprint, c.recovery_attempts
 FROM c LEFT JOIN i ON i.id = c.instance_id
 """
-_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(target=_PG_NEXT)
+_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(now=DB_NOW, target=_PG_NEXT)
 
 # Capped deployments: pick (skipping full groups), then recount under the group's lock.
-_FULL_GROUPS = """
+_FULL_GROUPS = f"""
 SELECT concurrency_group FROM workflow_task
-WHERE locked_until > %s AND concurrency_limit IS NOT NULL
+WHERE locked_until > {DB_NOW} AND concurrency_limit IS NOT NULL
 GROUP BY concurrency_group HAVING count(*) >= min(concurrency_limit)
 """
 _PG_PICK = f"""
 SELECT id, concurrency_group, concurrency_limit FROM workflow_task
-WHERE run_at IS NOT NULL AND run_at <= %s AND (locked_until IS NULL OR locked_until <= %s)
+WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
   AND (concurrency_limit IS NULL OR concurrency_group NOT IN ({_FULL_GROUPS}))
 ORDER BY priority, run_at
 LIMIT 1
 FOR UPDATE SKIP LOCKED
 """
 _PG_GROUP_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 13))"
-_PG_RUNNING = """
+_PG_RUNNING = f"""
 SELECT count(*) FROM workflow_task
-WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > %s
+WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > {DB_NOW}
 """
-_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(target="%s")  # a row _PG_PICK locked
+_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(now=DB_NOW, target="%s")  # a row _PG_PICK locked
 
 _STEP_FIELDS = (
     "pk",
@@ -150,15 +171,16 @@ def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | No
 
 
 def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = None):
+    db_now = db_now_param(now)
     with connection.cursor() as cursor:
         if picked is None:
-            cursor.execute(_PG_CLAIM, [owner, until, now, now, now, now])
+            cursor.execute(_PG_CLAIM, [owner, db_now, lease_seconds, db_now, db_now, now, now])
         else:
-            cursor.execute(_PG_CLAIM_PICKED, [owner, until, picked, now, now])
+            cursor.execute(_PG_CLAIM_PICKED, [owner, db_now, lease_seconds, picked, now, now])
         row = cursor.fetchone()
     if row is None:
         return None
-    claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+    claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds, recovery_attempts=row[13])
     if row[6] is None:  # the instance is paused, terminal or on another run: repair the task
         inst = _instance_row(claim)
         if inst is not None:
@@ -181,15 +203,16 @@ def _claim_postgres_capped(owner, lease_seconds, now, until):
     """In the caller's transaction: lock the next runnable row not in a full group; for a
     capped group, take the group's advisory lock and recount (a new statement sees claims that
     committed meanwhile); claim it only while the group is under its cap."""
+    db_now = db_now_param(now)
     with connection.cursor() as cursor:
-        cursor.execute(_PG_PICK, [now, now, now])
+        cursor.execute(_PG_PICK, [db_now, db_now, db_now])
         picked = cursor.fetchone()
         if picked is None:
             return None
         task_pk, group, limit = picked
         if limit is not None:
             cursor.execute(_PG_GROUP_LOCK, [group])
-            cursor.execute(_PG_RUNNING, [group, now])
+            cursor.execute(_PG_RUNNING, [group, db_now])
             if cursor.fetchone()[0] >= limit:
                 return False  # filled up since the pick: look again
     return _claim_postgres(owner, lease_seconds, now, until, picked=task_pk)
@@ -235,14 +258,25 @@ def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
             locked_until=until,
             fencing_token=F("fencing_token") + 1,
             claims=F("claims") + 1,
+            recovery_attempts=F("recovery_attempts") + 1,
         )
         if changed == 1:
             row = (
                 WorkflowTask.objects.filter(pk=pk)
-                .values_list("pk", "instance_id", "run_number", "fencing_token", "kind", "claims")
+                .values_list(
+                    "pk",
+                    "instance_id",
+                    "run_number",
+                    "fencing_token",
+                    "kind",
+                    "claims",
+                    "recovery_attempts",
+                )
                 .get()
             )
-            claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds)
+            claim = Claim(
+                *row[:5], owner=owner, lease_seconds=lease_seconds, recovery_attempts=row[6]
+            )
             inst = _instance_row(claim)
             if inst is None or not _repair_if_stale(claim, inst):
                 return False
@@ -287,7 +321,10 @@ def _finish_load(claim: Claim, loaded: Loaded, *, first_claim: bool, now):
         # Its version is not in this deployment's code: never run or crash on it; look again
         # later (another runner may have the code). Selectors report it as version_missing.
         WorkflowTask.objects.filter(pk=claim.task_pk).update(
-            run_at=now + VERSION_MISSING_RETRY, lock_owner="", locked_until=None
+            run_at=now + VERSION_MISSING_RETRY,
+            lock_owner="",
+            locked_until=None,
+            recovery_attempts=F("recovery_attempts") - 1,  # set aside, not a crash
         )
         # The claim marked it active; it is not running, it waits for its code.
         WorkflowInstance.objects.filter(pk=claim.instance_pk, status=Status.ACTIVE).update(
@@ -310,7 +347,12 @@ def _repair_if_stale(claim: Claim, inst: dict) -> bool:
         task.delete()
         return False
     if inst["status"] == Status.PAUSED:
-        task.update(run_at=None, lock_owner="", locked_until=None)
+        task.update(
+            run_at=None,
+            lock_owner="",
+            locked_until=None,
+            recovery_attempts=F("recovery_attempts") - 1,  # set aside, not a crash
+        )
         return False
     if inst["run_number"] != claim.run_number:
         task.update(run_number=inst["run_number"], lock_owner="", locked_until=None)
@@ -318,12 +360,21 @@ def _repair_if_stale(claim: Claim, inst: dict) -> bool:
     return True
 
 
+def lease_clock() -> tuple:
+    """(now, now) for ORM lease filters: the server's clock as an expression on PostgreSQL with
+    the production runtime, else the runtime's time (a value) twice."""
+    now = runtime.now()
+    if connection.vendor == "postgresql" and runtime.current().follows_database:
+        return Now(), now
+    return now, now
+
+
 def next_due_at() -> datetime | None:
     """When the earliest runnable task falls due (for pollers deciding how long to sleep)."""
-    now = runtime.now()
-    free = Q(locked_until__isnull=True) | Q(locked_until__lte=now)  # leased ones are not ours
+    lease_now, _ = lease_clock()
+    free = Q(locked_until__isnull=True) | Q(locked_until__lte=lease_now)  # leased: not ours
     if concurrency.any_capped():
-        free &= _not_in_full_group(now)  # queued behind a cap: due when a slot frees, not now
+        free &= _not_in_full_group(lease_now)  # behind a cap: due when a slot frees, not now
     return (
         WorkflowTask.objects.filter(free, run_at__isnull=False)
         .order_by("run_at")
@@ -334,10 +385,28 @@ def next_due_at() -> datetime | None:
 
 def renew(claim: Claim) -> bool:
     """Extend our lease; False when it is no longer ours (expired, reclaimed, restarted)."""
-    now = runtime.now()
+    lease_now, _ = lease_clock()
+    until = lease_now + timedelta(seconds=claim.lease_seconds)
+    if isinstance(lease_now, Now):
+        until = ExpressionWrapper(until, output_field=DateTimeField())
     return (
         WorkflowTask.objects.filter(
-            pk=claim.task_pk, fencing_token=claim.fencing_token, locked_until__gt=now
-        ).update(locked_until=claim.lease_until(now))
+            pk=claim.task_pk, fencing_token=claim.fencing_token, locked_until__gt=lease_now
+        ).update(locked_until=until)
         == 1
     )
+
+
+def release_after_fault(claim: Claim) -> None:
+    """Give the lease back after a storage fault so the work is claimed again at once rather
+    than when the lease lapses. Best effort on a fresh connection: if the database is still
+    away, the lease simply expires. The fencing token makes it a no-op once anyone else
+    claimed the task, or once the faulted commit (outcome unknown) ended the run."""
+    try:
+        WorkflowTask.objects.filter(pk=claim.task_pk, fencing_token=claim.fencing_token).update(
+            lock_owner="", locked_until=None
+        )
+    except Exception as exc:
+        if not storage_faults.is_storage_fault(exc):
+            raise
+        storage_faults.drop_connection()

@@ -5,6 +5,7 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError
 
 from workflows import decisions, durations, limits, runtime
@@ -20,10 +21,11 @@ from workflows.errors import (
 from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
-from workflows.runner import persist
+from workflows.runner import persist, storage_faults
 from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.runner.code_changes import ReplayGuard, fingerprint_check
+from workflows.runner.storage_faults import StorageFault
 from workflows.step import Diverged, Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,15 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
         later = runtime.now() + VERSION_MISSING_RETRY
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
-    return Execution(claim, loaded, definition, threaded=threaded, budget=budget).run()
+    execution = Execution(claim, loaded, definition, threaded=threaded, budget=budget)
+    limit = max_recovery_attempts()
+    if decisions.recovery_exhausted(claim.recovery_attempts, limit):
+        return execution.stop_crash_loop(limit)
+    return execution.run()
+
+
+def max_recovery_attempts() -> int:
+    return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
 
 
 def error_dict(exc: BaseException) -> dict:
@@ -78,6 +88,7 @@ class Execution:
         self.current: tuple[str, int] | None = None  # (step, attempt) while a callback runs
         self.mutations: list | None = None
         self.suspended: Suspend | None = None
+        self.fault: StorageFault | None = None  # set once storage failed: the run must stop
         self.awaited_children: list[int] = []  # running children a suspension waits for
         self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
 
@@ -96,6 +107,8 @@ class Execution:
             output = self.fn(event, Step(self))
         except Halt:
             return "halted"
+        except StorageFault:
+            raise
         except Diverged as signal:
             return self._fail(signal.error)
         except Suspend as signal:
@@ -103,11 +116,15 @@ class Execution:
                 return self._fail(self.guard.diverged.error)
             return self._suspend(signal)
         except Exception as exc:  # the workflow failed: record it, never crash the runner
+            if self.fault is not None:  # workflow code swallowed the fault and failed after it
+                raise self.fault from exc
             if self.guard.diverged is not None:
                 return self._fail(self.guard.diverged.error)
             if self.suspended is not None:
                 return self._suspend(self.suspended)
             return self._fail(exc)
+        if self.fault is not None:  # workflow code swallowed the fault with BaseException
+            raise self.fault
         if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
             return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
@@ -117,7 +134,7 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        persist.commit(self.claim, self.pending, persist.Finish(_roundtrip(output)))
+        self._commit(persist.Finish(_roundtrip(output)))
         _wake_tasks_for_parent(self.claim)
         return "complete"
 
@@ -140,19 +157,43 @@ class Execution:
             signal.wait_event_type,
             children=tuple(self.awaited_children),
         )
-        persist.commit(self.claim, self.pending, outcome)
+        self._commit(outcome)
         return "suspended"
 
+    def stop_crash_loop(self, limit: int) -> str:
+        """Error the instance without running workflow code: its last `limit` claims all ended
+        without progress. The step it died in is marked errored with the same error."""
+        steps = self.steps.values()
+        error = decisions.crash_loop_error(steps, run_number=self.claim.run_number, limit=limit)
+        now = runtime.now()
+        for state in steps:
+            if state.status == StepStatus.RUNNING:
+                state.status, state.error, state.completed_at = StepStatus.ERRORED, error, now
+                self._stage(state)
+        return self._fail_with(error)
+
     def _fail(self, exc: BaseException) -> str:
-        error = error_dict(exc)
+        return self._fail_with(error_dict(exc))
+
+    def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
-        persist.commit(self.claim, self.pending, persist.Fail(error))
+        self._commit(persist.Fail(error))
         _wake_tasks_for_parent(self.claim)
         return "errored"
 
+    def _commit(self, outcome) -> str:
+        """persist.commit, refusing to go on once storage failed in this run."""
+        if self.fault is not None:
+            raise self.fault
+        try:
+            return persist.commit(self.claim, self.pending, outcome)
+        except StorageFault as fault:
+            self.fault = fault
+            raise
+
     def _boundary(self) -> None:
         """Commit what is pending and continue, or stop quietly if we may not."""
-        if persist.commit(self.claim, self.pending, persist.Continue()) != decisions.PROCEED:
+        if self._commit(persist.Continue()) != decisions.PROCEED:
             raise Halt()
 
     def _signal(self, run_at: datetime, kind: str, wait_event_type: str = "") -> Suspend:
@@ -214,7 +255,7 @@ class Execution:
     def _attempt(self, name, state, attempt, policy, timeout_ms, callback):
         now = runtime.now()
         if not self.budget.take():
-            persist.commit(self.claim, self.pending, persist.Requeue(now))
+            self._commit(persist.Requeue(now))
             raise Halt()
         state = state or StepState(name=name, type=StepType.DO, status=StepStatus.RUNNING)
         state.status, state.attempts = StepStatus.RUNNING, attempt
@@ -361,19 +402,23 @@ class Execution:
 
     def _take_event(self, event_type: str) -> dict | None:
         if self.events is None:
-            self.events = list(
-                EventRow.objects.filter(
-                    instance_id=self.claim.instance_pk,
-                    run_number=self.claim.run_number,
-                    consumed_at__isnull=True,
-                )
-                .order_by("id")
-                .values("pk", "type", "payload", "created_at")
-            )
+            with storage_faults.guarded():
+                self.events = self._load_events()
         for i, event in enumerate(self.events):
             if event["type"] == event_type:
                 return self.events.pop(i)
         return None
+
+    def _load_events(self) -> list[dict]:
+        return list(
+            EventRow.objects.filter(
+                instance_id=self.claim.instance_pk,
+                run_number=self.claim.run_number,
+                consumed_at__isnull=True,
+            )
+            .order_by("id")
+            .values("pk", "type", "payload", "created_at")
+        )
 
     # -- logs --------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from workflows.decisions import (
     PROCEED,
     StepState,
     boundary_permission,
+    boundary_progress,
 )
 from workflows.models import (
     TASK_PRIORITY,
@@ -32,7 +33,9 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner.claim import Claim
+from workflows.runner import storage_faults
+from workflows.runner.claim import DB_NOW, Claim, db_now_param
+from workflows.runner.wake import NOTIFY_SQL
 
 
 @dataclass
@@ -104,10 +107,23 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
     the task lock before anything else) and are rolled back when the guard refuses; a paused
     instance is then written again in keep-only form. A wait-for-event suspension guards first
     and writes after, because it must look for events under the task lock.
+
+    A storage error raises StorageFault (storage_faults): the run stops and is claimed again;
+    whether the COMMIT reached the server or not, replay reads what the database holds.
     """
+    with storage_faults.guarded():
+        permission = _commit(claim, pending, outcome)
+        storage_faults.inject("boundary_commit_after")
+    return permission
+
+
+def _commit(claim: Claim, pending: Pending, outcome) -> str:
     now = runtime.now()
     optimistic = connection.vendor == "postgresql" and not (
         isinstance(outcome, SuspendTo) and outcome.rechecks
+    )
+    progress = boundary_progress(
+        [state.status for state in pending.steps.values()], continues=isinstance(outcome, Continue)
     )
     expected = PROCEED
     for _ in range(3):
@@ -115,7 +131,9 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
             if optimistic:
                 keep_only = expected == KEEP_AND_STOP
                 statements = _statements(claim, pending, outcome, now, keep_only=keep_only)
-                permission = _guard_and_write(claim, now, statements)
+                # Paused: keeping finished work and stopping is a suspension too.
+                reset = progress or keep_only
+                permission = _guard_and_write(claim, now, reset, statements)
                 if permission != expected:
                     transaction.set_rollback(True)
                     if permission == DISCARD:
@@ -123,7 +141,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
                     expected = permission
                     continue
             else:
-                permission = _guard(claim, now)
+                permission = _guard(claim, now, progress)
                 if permission == DISCARD:
                     return DISCARD
                 keep_only = permission == KEEP_AND_STOP
@@ -133,6 +151,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
             if permission == PROCEED:
                 for fn in pending.spawns:  # a WorkflowError here aborts the whole boundary
                     fn()
+            storage_faults.inject("boundary_commit_before")
         cancelled = list(pending.cancelled_children)
         pending.clear()
         if cancelled:
@@ -187,27 +206,41 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
 # run_at, terminate deletes it, restart bumps the fencing token. So one guarded UPDATE both
 # renews our lease and tells us whether we may go on.
 _GUARD = """
-UPDATE workflow_task SET locked_until = %s
+UPDATE workflow_task SET locked_until = %s,
+    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
+RETURNING run_at
+"""
+# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW).
+_GUARD_PG = f"""
+UPDATE workflow_task SET locked_until = {DB_NOW} + make_interval(secs => %s),
+    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
+WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
 RETURNING run_at
 """
 
 
-def _guard_params(claim: Claim, now: datetime) -> list:
-    return [_dt(claim.lease_until(now)), claim.task_pk, claim.fencing_token, _dt(now)]
+def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, list]:
+    """The guard also resets the run's recovery count when the boundary is progress."""
+    if connection.vendor == "postgresql":
+        db_now = db_now_param(now)
+        lease = claim.lease_seconds
+        return _GUARD_PG, [db_now, lease, progress, claim.task_pk, claim.fencing_token, db_now]
+    until = _dt(claim.lease_until(now))
+    return _GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
 
 
-def _guard(claim: Claim, now: datetime) -> str:
+def _guard(claim: Claim, now: datetime, progress: bool) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(_GUARD, _guard_params(claim, now))
+        cursor.execute(*_guard_statement(claim, now, progress))
         return _permission(cursor.fetchone())
 
 
-def _guard_and_write(claim: Claim, now: datetime, statements: list) -> str:
+def _guard_and_write(claim: Claim, now: datetime, progress: bool, statements: list) -> str:
     """PostgreSQL: guard and writes in one pipeline, one round trip."""
     with connection.cursor() as guard, connection.cursor() as cursor:
         with connection.connection.pipeline():
-            guard.execute(_GUARD, _guard_params(claim, now))
+            guard.execute(*_guard_statement(claim, now, progress))
             for sql, params in statements:
                 cursor.execute(sql, params)
         return _permission(guard.fetchone())
@@ -382,7 +415,7 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
             priority=TASK_PRIORITY[kind],
             wait_event_type=task_wait_types(outcome.wait_event_type),
         )
-        return [release, _instance_update(claim, now, Status.WAITING)]
+        return [release, _instance_update(claim, now, Status.WAITING), *_wake_runners()]
     if isinstance(outcome, Finish):
         return [
             delete_task,
@@ -397,8 +430,15 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
         ]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
-        return [_release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])]
+        release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])
+        return [release, *_wake_runners()]
     raise TypeError(f"unknown outcome {outcome!r}")
+
+
+def _wake_runners() -> list:
+    """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
+    that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
+    return [(NOTIFY_SQL, None)] if connection.vendor == "postgresql" else []
 
 
 WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it

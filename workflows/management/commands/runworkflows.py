@@ -3,23 +3,28 @@
 Loop, per worker thread:
   1. stop if SIGTERM/SIGINT arrived (the current task was finished first);
   2. claim one due task (lease + fencing token) and run it to its next boundary
-     (a database error backs off instead: leases keep the work safe);
-  3. if nothing was due: with --once, exit; else sleep until the next task falls due,
-     at most --poll seconds, and go to 1.
+     (a storage fault backs off instead, jittered and capped: leases keep the work safe);
+  3. if nothing was due: with --once, exit; else sleep until the next task falls due or a
+     NOTIFY announces new work (PostgreSQL, runner/wake.py), reading the next due time again
+     every cap seconds (a read, not a claim), and go to 1. The cap is --poll if given, else
+     10 s while listening and 0.5 s while polling (SQLite, or PostgreSQL while the listener
+     reconnects).
 """
 
 import contextlib
 import logging
+import random
 import signal
 import threading
 from datetime import timedelta
 
 from django.core.management.base import BaseCommand
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, connections
 
 from ops.liveness import RUNNER, heartbeat_remove, heartbeat_start
-from workflows import runtime
-from workflows.runner import default_owner, next_due_at, run_one
+from workflows import decisions, runtime
+from workflows.runner import STORAGE_FAULT, default_owner, next_due_at, run_one, storage_faults
+from workflows.runner.wake import Waker
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +34,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--concurrency", type=int, default=1, help="worker threads")
-        parser.add_argument("--poll", type=float, default=1.0, help="max idle sleep, seconds")
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=None,
+            help="max idle sleep, seconds (default: 10 while LISTENing on PostgreSQL, else 0.5)",
+        )
         parser.add_argument("--once", action="store_true", help="exit when nothing is due")
 
-    def handle(self, *args, concurrency: int, poll: float, once: bool, **options):
+    def handle(self, *args, concurrency: int, poll: float | None, once: bool, **options):
         self.stopping = threading.Event()
+        self.waker = Waker() if once else Waker().start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
         owner = default_owner()
@@ -48,6 +59,7 @@ class Command(BaseCommand):
         for worker in workers:
             while worker.is_alive():  # join in slices so signals are handled promptly
                 worker.join(0.2)
+        self.waker.stop()
         if heartbeat is not None:
             heartbeat.stop()
             heartbeat.join(5)
@@ -57,29 +69,51 @@ class Command(BaseCommand):
 
     def _stop(self, signum, frame):
         self.stopping.set()
+        self.waker.stop()
 
-    def _work(self, owner: str, poll: float, once: bool) -> None:
+    def _work(self, owner: str, poll: float | None, once: bool) -> None:
+        faults = 0  # storage faults in a row, for the backoff
         try:
             while not self.stopping.is_set():
                 try:
-                    if run_one(owner=owner) is not None:
+                    seen = self.waker.generation
+                    result = run_one(owner=owner)
+                    if result is None:
+                        if once:
+                            return
+                        faults = 0
+                        self._idle(seen, poll)
                         continue
-                    if once:
-                        return
-                    self.stopping.wait(_idle_seconds(poll))
-                except (OperationalError, InterfaceError) as exc:
-                    # Database restarting or locked: back off; leases keep the work safe.
-                    log.warning("runworkflows %s: database error, backing off: %s", owner, exc)
-                    connections.close_all()
-                    self.stopping.wait(min(poll, 1.0))
+                except Exception as exc:
+                    if not storage_faults.is_storage_fault(exc):
+                        raise
+                    storage_faults.drop_connection()
+                    result = STORAGE_FAULT
+                if result == STORAGE_FAULT:
+                    # Database restarting, connection killed, deadlock: back off; the work
+                    # stays in the database and leases keep it safe.
+                    faults += 1
+                    pause = decisions.storage_backoff_seconds(faults, random.random())
+                    log.warning("runworkflows %s: storage fault, backing off %.2f s", owner, pause)
+                    self.stopping.wait(pause)
+                    continue
+                faults = 0
         finally:
             connections.close_all()
 
+    def _idle(self, seen: int, poll: float | None) -> None:
+        """Return when work may be there: woken (a NOTIFY), or the next due time reached. Past
+        the cap the due time is read again (a read, not a claim: an idle poll stays cheap)."""
+        while not self.stopping.is_set():
+            wait, due_bound = _idle_seconds(self.waker.idle_cap(poll))
+            if self.waker.wait(seen, wait) or due_bound:
+                return
 
-def _idle_seconds(poll: float) -> float:
-    """Sleep until the next task is due, but never longer than --poll."""
+
+def _idle_seconds(cap: float) -> tuple[float, bool]:
+    """(seconds until the next task is due but at most `cap`, whether the due time bounds it)."""
     due = next_due_at()
     if due is None:
-        return poll
+        return cap, False
     wait = (due - runtime.now()) / timedelta(seconds=1)
-    return min(poll, max(0.01, wait))
+    return (max(0.01, wait), True) if wait <= cap else (cap, False)

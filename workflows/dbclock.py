@@ -1,0 +1,49 @@
+"""The database's clock for runners on PostgreSQL: leases and due times must not depend on the
+wall clock of whichever host a runner happens to run on.
+
+Two halves. Comparisons (is this lease live, is this task due) are made by the server itself in
+the claim, renew and boundary-guard statements (runner.claim.DB_NOW). Times a runner writes
+(sleep wake-ups, retry times, event timeouts, step timestamps) come from runtime.now(), which
+adds this module's offset — server clock minus local clock, measured per connection and again
+every minute — so a runner 10 minutes fast does not schedule a sleep 10 minutes late.
+
+SQLite is one machine with one clock: nothing to correct. The test harness's manual clock is
+never corrected (runtime.ManualRuntime.follows_database is False).
+"""
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection
+
+from workflows import runtime
+
+RESYNC_SECONDS = 60.0
+
+_local = threading.local()  # per runner thread (one connection each): .synced = (pid, when)
+
+
+def sync_if_stale() -> None:
+    """Measure the offset on a new connection or once a minute (one round trip). Call it where
+    a query is safe (outside any transaction): the runner does, before each claim."""
+    if connection.vendor != "postgresql" or not runtime.current().follows_database:
+        return
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    synced = getattr(_local, "synced", None)
+    if synced is not None and synced[0] == pid and time.monotonic() - synced[1] < RESYNC_SECONDS:
+        return
+    runtime.set_database_offset(measure())
+    _local.synced = (pid, time.monotonic())
+
+
+def measure() -> timedelta:
+    """Server clock minus local clock, taking the server's reading at the round trip's middle."""
+    with connection.cursor() as cursor:
+        before = time.time()
+        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        server = float(cursor.fetchone()[0])
+        after = time.time()
+    local = datetime.fromtimestamp((before + after) / 2, UTC)
+    return datetime.fromtimestamp(server, UTC) - local
