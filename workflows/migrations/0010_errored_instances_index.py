@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0008_instance_code_fingerprint'),
+        ('workflows', '0009_task_recovery_attempts'),
     ]
 
     operations = [
