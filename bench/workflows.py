@@ -3,6 +3,7 @@
     .venv/bin/python bench/workflows.py            # everything (about 5 minutes)
     .venv/bin/python bench/workflows.py --quick    # smaller counts
     .venv/bin/python bench/workflows.py --only throughput   # or sequential, wake
+    .venv/bin/python bench/workflows.py --only makerun --db sqlite   # or postgres (default both)
     .venv/bin/python bench/workflows.py --faults   # fault figures only (about 2 minutes)
 
 Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
@@ -10,6 +11,13 @@ workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both 
 server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
 1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
 wake latency after a 1 s sleep (p50/p99).
+
+--only makerun starts `make run`'s process set (manage.py rundemo --no-feed: web, qcluster and
+a runworkflows runner, supervised) on a fresh SQLite file and/or PostgreSQL database, acts as
+the web would (services.instance_create / instance_send_event in this process), and prints wake
+latency p50/p99 for sleeps, retries, event timeouts (woken code's wall time minus the stored due
+time) and events (minus the time the send committed), then the runner's CPU over --idle seconds
+of idleness, read from /proc/<pid>/stat.
 
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
@@ -299,6 +307,179 @@ def wake_latency(count: int) -> None:
     )
 
 
+# -- wake latency and idle CPU under `make run` (issue 9 item 5) ---------------------------------
+
+MAKERUN_DATABASE = "vf_bench_makerun"
+MAKERUN_MODULES = "workflows.examples,tests.workflows.sample_workflows"
+MAKERUN_KINDS = {
+    "sleep": ("wake-sleep", "sleep"),
+    "retry": ("wake-retry", "retry"),
+    "timeout": ("wake-timeout", "event timeout"),
+    "event": ("wake-event", "event"),
+}
+
+
+def makerun(db: str, per_kind: int, idle: float) -> None:
+    """One child per database: Django is set up once per process."""
+    cmd = [sys.executable, __file__, "--child", "makerun", "--db", db, "--n", str(per_kind)]
+    cmd += ["--idle", str(idle)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    print(out.stdout.rstrip())
+    if out.returncode != 0:
+        print(f"  {db}: failed\n{out.stderr[-3000:]}")
+
+
+def makerun_env(db: str, var_dir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(
+        VAR_DIR=var_dir,
+        WORKFLOWS_MODULES=MAKERUN_MODULES,
+        TERRA_API_KEY="",  # demo mode, as a fresh checkout runs
+        LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="config.settings",
+        PYTHONPATH=str(ROOT),
+    )
+    if db == "postgres":
+        with admin_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{MAKERUN_DATABASE}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{MAKERUN_DATABASE}"')
+        env["DATABASE_URL"] = db_url(MAKERUN_DATABASE)
+    return env
+
+
+def start_make_run(env: dict) -> tuple[subprocess.Popen, dict]:
+    """manage.py rundemo --no-feed on a free port; returns it and its children's pids by name
+    once the banner is printed (migrations done, example instances created)."""
+    import re
+    import socket
+    import threading
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "rundemo", "--no-feed", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    pids = {}
+    for line in demo.stdout:
+        if started := re.search(r"rundemo: (\w+): started \(pid (\d+)\)", line):
+            pids[started[1]] = int(started[2])
+        if "vitalflow is running" in line:
+            break
+    else:
+        raise RuntimeError("make run exited before its banner")
+
+    def drain():  # keep reading, or the children block on a full pipe
+        for _ in demo.stdout:
+            pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    return demo, pids
+
+
+def wait_until(predicate, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def percentiles(values: list[float]) -> str:
+    values = sorted(values)
+    p50 = values[len(values) // 2]
+    p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+    return f"p50 {p50 * 1000:5.0f} ms  p99 {p99 * 1000:5.0f} ms  max {values[-1] * 1000:5.0f} ms"
+
+
+def wake_phase(kind: str, per_kind: int, var_dir: str) -> list[float]:
+    """Create `per_kind` instances 50 ms apart (timers of 1-2 s, so they fall due while others
+    are still being created), wait for them all; their wake latencies in seconds."""
+    from workflows import services
+    from workflows.models import WorkflowInstance, WorkflowStep, WorkflowTask
+
+    name = MAKERUN_KINDS[kind][0]
+    ids = [f"{kind}-{i}" for i in range(per_kind)]
+    for i, instance_id in enumerate(ids):
+        params = {"ms": 1000 + (i * 137) % 1000, "marker": f"{var_dir}/{instance_id}"}
+        services.instance_create(workflow_name=name, instance_id=instance_id, params=params)
+        time.sleep(0.05)
+    rows = WorkflowInstance.objects.filter(instance_id__in=ids)
+    sent = {}
+    if kind == "event":
+        waiting = WorkflowTask.objects.filter(
+            instance__in=rows, wait_event_type="go", locked_until__isnull=True
+        )
+        wait_until(lambda: waiting.count() == per_kind, "instances waiting for their event")
+        for instance in rows:
+            services.instance_send_event(instance=instance, type="go")
+            sent[instance.instance_id] = time.time()  # committed: runners may see it now
+            time.sleep(0.05)
+    wait_until(lambda: rows.filter(status="complete").count() == per_kind, f"{kind} instances")
+    woke = dict(rows.values_list("instance_id", "output"))
+    if kind == "event":
+        due = sent
+    elif kind == "retry":  # the first attempt wrote when it failed; the retry is due 1 s later
+        due = {i: float(Path(f"{var_dir}/{i}").read_text()) + 1.0 for i in ids}
+    else:
+        stored = WorkflowStep.objects.filter(
+            instance__in=rows, name="nap" if kind == "sleep" else "never"
+        ).values_list("instance__instance_id", "wake_at")
+        due = {i: at.timestamp() for i, at in stored}
+    return [woke[i] - due[i] for i in ids]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def child_makerun(db: str, per_kind: int, idle: float) -> None:
+    import tempfile
+
+    var_dir = tempfile.mkdtemp(prefix="vf-makerun-")
+    env = makerun_env(db, var_dir)
+    os.environ.clear()
+    os.environ.update(env)
+    demo, pids = start_make_run(env)
+    try:
+        import django
+
+        django.setup()
+        from workflows import services
+        from workflows.models import TERMINAL_STATUSES, WorkflowInstance
+        from workflows.runner import next_due_at
+
+        for kind, (_, label) in MAKERUN_KINDS.items():
+            latencies = wake_phase(kind, per_kind, var_dir)
+            print(f"  {db:<8} {label:<14} {percentiles(latencies)}  ({per_kind} instances)")
+        # Idle: nothing due in the window (the demo's own instances are ended first).
+        for instance in WorkflowInstance.objects.exclude(status__in=TERMINAL_STATUSES):
+            services.instance_terminate(instance=instance)
+        time.sleep(3)
+        due = next_due_at()
+        runner = pids["runner"]
+        before, started = cpu_seconds(runner), time.monotonic()
+        time.sleep(idle)
+        used, seconds = cpu_seconds(runner) - before, time.monotonic() - started
+        note = "nothing due" if due is None else f"next due {due.isoformat()}"
+        print(
+            f"  {db:<8} idle runner    {100 * used / seconds:.2f}% of a core over {seconds:.0f} s "
+            f"({used:.2f} s CPU, pid {runner}; {note})"
+        )
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        try:
+            demo.wait(60)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+
+
 # -- faults --------------------------------------------------------------------------------------
 
 
@@ -322,7 +503,8 @@ def wait_settled(timeout: float) -> None:
 
 
 def backend_killer() -> None:
-    """100 instances x 5 steps, 2 runners x 2 threads; every runner backend terminated every 2 s."""
+    """100 instances x 5 steps of 100 ms, 2 runners x 2 threads; every runner backend terminated
+    every 2 s."""
     import threading
 
     import psycopg
@@ -335,7 +517,7 @@ def backend_killer() -> None:
     reset_tables()
     services.instance_create_batch(
         workflow_name="sample-steps",
-        items=[{"id": f"k{n}", "params": {"steps": 5, "sleep_ms": 20}} for n in range(100)],
+        items=[{"id": f"k{n}", "params": {"steps": 5, "sleep_ms": 100}} for n in range(100)],
     )
     connection.ensure_connection()
     spare = connection.connection.info.backend_pid
@@ -409,7 +591,7 @@ def lease_steals(skew: int) -> None:
     runs = Counter(line.split()[0] for line in trace.read_text().splitlines())
     steals = sum(n - 1 for n in runs.values())
     connections.close_all()
-    print(f"  lease steals at {skew:+d} s skew: {steals} of {len(runs)} steps ran twice")
+    print(f"  lease steals at {skew:+d} s skew: {steals} extra executions of {len(runs)} steps")
 
 
 def faults() -> None:
@@ -422,15 +604,27 @@ def faults() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["sequential", "throughput", "wake"])
+    parser.add_argument("--only", choices=["sequential", "throughput", "wake", "makerun"])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], help="makerun: one database")
+    parser.add_argument("--idle", type=float, default=45.0, help="makerun: idle CPU window, s")
     parser.add_argument("--faults", action="store_true", help="fault figures only")
-    parser.add_argument("--child", choices=["vitalflow", "dbos"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["vitalflow", "dbos", "makerun"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "vitalflow":
         sys.path.insert(0, str(ROOT))
         print(json.dumps(child_vitalflow(args.n)))
+        return
+    if args.child == "makerun":
+        sys.path.insert(0, str(ROOT))
+        child_makerun(args.db, args.n, args.idle)
+        return
+    if args.only == "makerun":
+        per_kind = 20 if args.quick else 50
+        print(f"\nWake latency under `make run` (web + qcluster + runner), {per_kind} per kind:")
+        for db in [args.db] if args.db else ["sqlite", "postgres"]:
+            makerun(db, per_kind, args.idle)
         return
     if args.child == "dbos":
         url = psycopg_url(db_url("vf_bench_dbos", async_commit=args.async_commit))

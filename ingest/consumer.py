@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
+from ingest.metrics import consumer_counted
 from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.payload import Unparseable, payload_parse
 from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
@@ -299,6 +300,13 @@ def _write_outcome(pk: int, lease_until: datetime, values: dict, traces: list[li
 
 
 def _process(row: RawEvent, lease_until: datetime, now: datetime) -> str:
+    state = _process_row(row, lease_until, now)
+    if state != NOT_CLAIMED:
+        consumer_counted(state, row.event_type)  # /metrics: consumer throughput by outcome
+    return state
+
+
+def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     pk = row.pk
     token = set_request_id(row.request_id or "-")
     fields_token = log_fields_set(raw_event_id=pk)  # log lines name the row (LOG_FORMAT=json)

@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ingest.deadline import DatabaseDeadline, within_deadline
 from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
+from ingest.metrics import RAW_EVENTS_RECEIVED, webhook_measured
 from ops.errors import ErrorCode, error_response
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def read_body(request, limit: int) -> bytearray:
 
 
 @csrf_exempt
+@webhook_measured
 def terra_webhook(request):
     if request.method != "POST":
         return error_response(405, ErrorCode.METHOD_NOT_ALLOWED, "Terra webhooks are POSTed.")
@@ -85,6 +87,7 @@ def terra_webhook(request):
         return response
     if recorded.duplicate:
         return JsonResponse({"ok": True, "duplicate": True})
+    RAW_EVENTS_RECEIVED.labels(type=recorded.event_type).inc()
     answer = {
         "ok": True,
         "raw_event_id": recorded.raw_event_id,

@@ -201,11 +201,11 @@ def instance_create(
                 actor=actor,
                 request=request,
             )
+            tasks.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
     except IntegrityError:
         raise InstanceIdAlreadyExists(
             f"instance {instance_id!r} of {workflow_name!r} already exists"
         ) from None
-    tasks.schedule_wake()
     return instance
 
 
@@ -470,7 +470,7 @@ def instance_restart(
             request=request,
             metadata=None if from_step is None else {"from_step": from_step},
         )
-    tasks.schedule_wake()
+        tasks.schedule_wake()
     return fresh
 
 

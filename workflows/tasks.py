@@ -19,7 +19,12 @@ def wake_enabled() -> bool:
 
 
 def schedule_wake() -> None:
-    """Enqueue one wake task after the current transaction commits (never for rolled-back work)."""
+    """Work became runnable: NOTIFY idle runners (PostgreSQL, delivered at commit;
+    runner/wake.py) and enqueue one wake task after the current transaction commits (never
+    for rolled-back work)."""
+    from workflows.runner.wake import notify
+
+    notify()
     if wake_enabled():
         transaction.on_commit(_enqueue_wake)
 

@@ -99,3 +99,18 @@ def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_pat
         )
         assert result.returncode == 0, result.stderr
     assert "demo-onboarding" in result.stdout
+
+
+def test_make_run_starts_a_workflow_runner_so_timers_fire_on_time():
+    # The cluster's wake tasks follow new work, not the clock: without a runner a 20 s sleep
+    # waited for the one-minute sweep.
+    from ingest.management.commands.rundemo import Command
+    from ops.supervisor import bind_listener
+
+    sock = bind_listener("127.0.0.1", 0)
+    try:
+        children = {child.name: child.argv for child in Command().children(sock)}
+    finally:
+        sock.close()
+    assert set(children) == {"web", "cluster", "runner"}
+    assert "runworkflows" in children["runner"]

@@ -59,3 +59,55 @@ def sleepy(event, step):
 def hostile_result(event, step):
     """A step whose result is a lone surrogate: not storable JSON."""
     return step.do("bad", lambda: "\ud800")
+
+
+@workflow(name="nap-and-event")
+def nap_and_event(event, step):
+    """Sleeps 2 s, then waits for a "go" event (an idle runner must be woken for both)."""
+    step.sleep("nap", "2 seconds")
+    got = step.wait_for_event("go", type="go", timeout="1 hour")
+    return got["payload"]
+
+
+# Wake latency (bench/workflows.py --only makerun): each returns the wall time its woken code
+# ran; the bench compares it with the stored due time (or the event's send time).
+
+
+@workflow(name="wake-sleep")
+def wake_sleep(event, step):
+    step.sleep("nap", (event.payload or {}).get("ms", 2000))
+    return step.do("woke", time.time)
+
+
+@workflow(name="wake-retry")
+def wake_retry(event, step):
+    """The first attempt fails, writing its wall time to params["marker"]; the retry is due
+    1 s later and returns the time it ran."""
+    marker = event.payload["marker"]
+
+    def flaky():
+        if not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write(repr(time.time()))
+            raise RuntimeError("first attempt fails")
+        return time.time()
+
+    retries = {"limit": 1, "delay": "1 second", "backoff": "constant"}
+    return step.do("flaky", flaky, retries=retries)
+
+
+@workflow(name="wake-timeout")
+def wake_timeout(event, step):
+    from workflows import WaitForEventTimeout
+
+    try:
+        step.wait_for_event("never", type="never", timeout=(event.payload or {}).get("ms", 2000))
+    except WaitForEventTimeout:
+        return step.do("woke", time.time)
+    return None
+
+
+@workflow(name="wake-event")
+def wake_event(event, step):
+    step.wait_for_event("go", type="go", timeout="1 hour")
+    return step.do("woke", time.time)

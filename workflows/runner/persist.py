@@ -35,6 +35,7 @@ from workflows.models import (
 )
 from workflows.runner import storage_faults
 from workflows.runner.claim import DB_NOW, Claim, db_now_param
+from workflows.runner.wake import NOTIFY_SQL
 
 
 @dataclass
@@ -414,7 +415,7 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
             priority=TASK_PRIORITY[kind],
             wait_event_type=task_wait_types(outcome.wait_event_type),
         )
-        return [release, _instance_update(claim, now, Status.WAITING)]
+        return [release, _instance_update(claim, now, Status.WAITING), *_wake_runners()]
     if isinstance(outcome, Finish):
         return [
             delete_task,
@@ -429,8 +430,15 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
         ]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
-        return [_release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])]
+        release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])
+        return [release, *_wake_runners()]
     raise TypeError(f"unknown outcome {outcome!r}")
+
+
+def _wake_runners() -> list:
+    """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
+    that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
+    return [(NOTIFY_SQL, None)] if connection.vendor == "postgresql" else []
 
 
 WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it

@@ -1,5 +1,5 @@
-"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster
-(supervised like `manage.py serve`) and feed simulated Terra deliveries: a backlog of days at
+"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster +
+a workflow runner (supervised like `manage.py serve`) and feed simulated Terra deliveries: a backlog of days at
 once, then one more day every minute. Ctrl-C stops everything. A taken port is refused before
 anything is printed."""
 
@@ -111,6 +111,9 @@ class Command(BaseCommand):
         return [
             Child("web", web, pass_fds=(sock.fileno(),), reload_on_hup=True),
             Child("cluster", manage("qcluster")),
+            # Timers (sleeps, retries, event timeouts) fire within a second only with a
+            # long-running runner: the cluster's wake tasks follow new work, not the clock.
+            Child("runner", manage("runworkflows")),
         ]
 
     def create_logins(self) -> dict:
