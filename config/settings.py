@@ -162,6 +162,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_q",
+    # Admin login lockout per username + IP (AXES_* below).
+    "axes",
     "ops",
     "workflows",
     "graphs",
@@ -180,6 +182,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: answers a locked-out login attempt.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    # Refuses a login while its username + IP pair is locked out, before the password check.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -343,6 +353,13 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ops.errors.api_exception_handler",
+    # ops.throttling: per operator key, per user, per anonymous IP, in the shared cache.
+    "DEFAULT_THROTTLE_CLASSES": ["ops.throttling.ApiThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "operator": env_str("THROTTLE_OPERATOR_RATE", "600/minute") or None,
+        "user": env_str("THROTTLE_USER_RATE", "600/minute") or None,
+        "anon": env_str("THROTTLE_ANON_RATE", "120/minute") or None,
+    },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -357,7 +374,50 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# GET /metrics needs an operator key with the metrics:read scope unless this is true (a scrape
+# from a private network only). Multiprocess counters: PROMETHEUS_MULTIPROC_DIR (serve sets it).
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
+
 LOGIN_URL = "/admin/login/"
+
+# The cache holds what every process must agree on: throttle counters, the audit flood bound,
+# /v1/me's reconcile spacing. Redis when configured, else a table in the database (created by
+# migrate: ops/migrations/0003_cache_table), never per-process memory.
+CACHE_TABLE = "vitalflow_cache"
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "vitalflow",
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": CACHE_TABLE,
+            # Every write counts the table to decide on culling: keep it small; expired
+            # throttle windows are culled first.
+            "OPTIONS": {"MAX_ENTRIES": 20000, "CULL_FREQUENCY": 3},
+        }
+    }
+
+# Admin login (django-axes): a username + IP pair is locked out after LOGIN_FAILURE_LIMIT
+# failures for LOGIN_LOCKOUT_MINUTES; another username from the same IP still logs in.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # successful logins need no row each
+AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "ops.throttling.client_ip_or_none"
+# Trusted reverse proxies in front (each appends to X-Forwarded-For): the client IP that
+# throttles, the login lockout and the audit log use is the one the outermost proxy saw.
+# 0: REMOTE_ADDR (nothing in front, or a proxy that connects as the client).
+PROXY_HOPS = env_int("PROXY_HOPS", 0)
+# GET /v1/me asks Terra for the user's subscriptions at most this often per user.
+ME_RECONCILE_SECONDS = env_int("ME_RECONCILE_SECONDS", 300)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 # plain: one readable line; json: one JSON object per line (python-json-logger) carrying

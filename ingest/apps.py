@@ -21,3 +21,8 @@ class IngestConfig(AppConfig):
         from ingest.due import poller_start
 
         post_spawn.connect(poller_start, dispatch_uid="ingest-due-poller")
+
+        from ingest.metrics import ingest_gauges
+        from ops.metrics import scrape_register
+
+        scrape_register("ingest", ingest_gauges)

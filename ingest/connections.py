@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,6 +36,7 @@ class ReconcileResult:
     reactivated: list[str] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     error: str | None = None
+    skipped: bool = False  # reconciled lately (ME_RECONCILE_SECONDS): Terra not asked
 
     def as_dict(self) -> dict:
         return {
@@ -41,7 +44,25 @@ class ReconcileResult:
             "reactivated": self.reactivated,
             "deactivated": self.deactivated,
             "error": self.error,
+            "skipped": self.skipped,
         }
+
+
+def connections_reconcile_spaced(*, user) -> ReconcileResult:
+    """connections_reconcile at most once per ME_RECONCILE_SECONDS per user (`skipped` when
+    done lately). GET /v1/me calls it: a client polling /v1/me must not become one Terra
+    call per request. The mark lives in the shared cache (cache.add is atomic), so every web
+    process agrees; a cache that does not answer means reconciling."""
+    seconds = getattr(settings, "ME_RECONCILE_SECONDS", 300)
+    if seconds > 0:
+        try:
+            first = cache.add(f"me-reconcile:{user.pk}", 1, timeout=seconds)
+        except Exception:
+            log.warning("reconcile spacing: cache unavailable", exc_info=True)
+            first = True
+        if not first:
+            return ReconcileResult(skipped=True)
+    return connections_reconcile(user=user)
 
 
 def connections_reconcile(*, user) -> ReconcileResult:

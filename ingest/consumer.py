@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.utils import timezone
 
+from ingest.metrics import consumer_counted
 from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.payload import Unparseable, payload_parse
 from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
@@ -309,9 +310,11 @@ def _process(row: RawEvent, lease_until: datetime, now: datetime, *, links=()) -
         "request_id": row.request_id if row.request_id not in ("", "-") else None,
     }
     with tracing.span("ingest.consume", attributes, links=links) as span:
-        outcome = _process_row(row, lease_until, now)
-        tracing.set_attributes(span, {"raw_event.outcome": outcome})
-        return outcome
+        state = _process_row(row, lease_until, now)
+        if state != NOT_CLAIMED:
+            consumer_counted(state, row.event_type)  # /metrics: consumer throughput by outcome
+        tracing.set_attributes(span, {"raw_event.outcome": state})
+        return state
 
 
 def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:

@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from ingest.deadline import DatabaseDeadline, within_deadline
 from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
+from ingest.metrics import RAW_EVENTS_RECEIVED, webhook_measured
 from ops import tracing
 from ops.errors import ErrorCode, error_response
 
@@ -59,6 +60,7 @@ def read_body(request, limit: int) -> bytearray:
 
 
 @csrf_exempt
+@webhook_measured
 def terra_webhook(request):
     """The Terra delivery endpoint, inside a `terra.webhook` span when OpenTelemetry is on."""
     attributes = {
@@ -106,6 +108,7 @@ def _terra_webhook(request):
     )
     if recorded.duplicate:
         return JsonResponse({"ok": True, "duplicate": True})
+    RAW_EVENTS_RECEIVED.labels(type=recorded.event_type).inc()
     answer = {
         "ok": True,
         "raw_event_id": recorded.raw_event_id,

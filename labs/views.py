@@ -3,7 +3,6 @@
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework.generics import ListAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,14 +18,17 @@ from labs.serializers import (
 )
 from labs.upload import install_upload_handlers, lab_file_from_request
 from ops.auth import IsEndUser
+from ops.pagination import KeysetPagination
 
 
-class NewestFirst(CursorPagination):
+class NewestFirst(KeysetPagination):
+    items_key = "uploads"
     ordering = "-created_at"
     page_size = 50
 
 
-class NewestDayFirst(CursorPagination):
+class NewestDayFirst(KeysetPagination):
+    items_key = "days"
     ordering = "-date"
     page_size = 100
 

@@ -18,3 +18,14 @@ class OpsConfig(AppConfig):
         from ops.liveness import cluster_heartbeat_start
 
         post_spawn.connect(cluster_heartbeat_start, dispatch_uid="ops-cluster-heartbeat")
+
+        from ops.metrics import liveness_gauges, scrape_register
+
+        scrape_register("workers", liveness_gauges)
+
+        # Failed logins (the admin's form) are audited, bounded under a flood.
+        from django.contrib.auth.signals import user_login_failed
+
+        from ops.services import login_failed_audit
+
+        user_login_failed.connect(login_failed_audit, dispatch_uid="ops-login-failed-audit")

@@ -5,7 +5,8 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from ops.models import ApiKey, UserToken
-from ops.services import secret_hash
+from ops.services import audit_log_write_limited, secret_hash
+from ops.throttling import anon_hit_or_raise
 
 
 class OperatorPrincipal:
@@ -32,6 +33,19 @@ def _touch(row) -> None:
         type(row).objects.filter(pk=row.pk).update(last_used_at=now)
 
 
+def _rejected(request, action: str, raw: str) -> None:
+    """Audit a rejected credential (bounded under a flood) and spend the client IP's anonymous
+    budget: past it the answer is 429, so keys cannot be guessed at full speed."""
+    audit_log_write_limited(
+        action=action,
+        request=request._request,  # the Django request: its .user does not re-authenticate
+        actor="anonymous",
+        result="rejected",
+        metadata={"prefix": raw.strip()[:10]},  # what a key's prefix column shows, never more
+    )
+    anon_hit_or_raise(request._request)
+
+
 class AdminKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         raw = request.headers.get("X-Admin-Key")
@@ -41,6 +55,7 @@ class AdminKeyAuthentication(authentication.BaseAuthentication):
             key_hash=secret_hash(raw.strip()), revoked_at__isnull=True
         ).first()
         if key is None:
+            _rejected(request, "auth.api_key_rejected", raw)
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         _touch(key)
         return OperatorPrincipal(key), key
@@ -61,6 +76,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             .first()
         )
         if token is None:
+            _rejected(request, "auth.token_rejected", raw)
             raise exceptions.AuthenticationFailed("Unknown or revoked token.")
         _touch(token)
         return token.user, token

@@ -29,6 +29,7 @@ class ErrorCode:
     INVALID_SIGNATURE = "invalid_signature"
     IDEMPOTENCY_REQUIRED = "idempotency_required"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    INVALID_CURSOR = "invalid_cursor"
 
 
 class ApiError(Exception):
@@ -81,6 +82,14 @@ def api_exception_handler(exc, context):
     """DRF EXCEPTION_HANDLER: every error leaves as {"code", "message", ...}."""
     if isinstance(exc, ApiError):
         return Response(exc.body(), status=exc.status)
+    if isinstance(exc, drf.NotAuthenticated) and context.get("request") is not None:
+        # DRF checks permissions before throttles, so a request without credentials ends
+        # here first: it spends its IP's anonymous budget like any anonymous request.
+        from ops.throttling import anon_wait
+
+        wait = anon_wait(context["request"]._request)
+        if wait is not None:
+            exc = drf.Throttled(wait=wait, detail=f"Too many requests; retry in {wait} s.")
     if isinstance(exc, drf.APIException):
         status, code = next(
             (v for cls, v in _DRF_CODES.items() if isinstance(exc, cls)),
@@ -90,7 +99,11 @@ def api_exception_handler(exc, context):
             ),
         )
         message, extra = _drf_message(exc)
+        if isinstance(exc, drf.Throttled) and exc.wait is not None:
+            extra["retry_after"] = int(exc.wait)
         response = Response(error_body(code, message, **extra), status=status)
+        if isinstance(exc, drf.Throttled) and exc.wait is not None:
+            response["Retry-After"] = str(int(exc.wait))
         if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
             response["WWW-Authenticate"] = 'Bearer realm="vitalflow"'
         return response

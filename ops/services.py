@@ -66,7 +66,9 @@ def actor_for(request) -> str:
 def _client_ip(request) -> str | None:
     if request is None:
         return None
-    return request.META.get("REMOTE_ADDR") or None
+    from ops.throttling import client_ip_or_none
+
+    return client_ip_or_none(request)
 
 
 def audit_log_write(
@@ -92,4 +94,48 @@ def audit_log_write(
         idempotency_key=idempotency_key[:255],
         deduplicated=deduplicated,
         metadata=metadata or {},
+    )
+
+
+# Audit rows written for unauthenticated failures (bad logins, rejected keys), per action and
+# client IP and per action overall, in each 10-minute window: a flood writes a bounded number of
+# rows (plus one saying the rest were suppressed), not one per request.
+AUDIT_FLOOD_WINDOW = 600
+AUDIT_FLOOD_PER_IP = 20
+AUDIT_FLOOD_PER_ACTION = 200
+
+
+def audit_log_write_limited(*, action: str, request, actor: str, **fields) -> AuditLog | None:
+    """audit_log_write for failures an attacker can repeat at will; None when suppressed."""
+    from ops.throttling import window_count
+
+    ip = _client_ip(request) or "unknown"
+    per_ip, _ = window_count(f"audit:{action}:{ip}", AUDIT_FLOOD_WINDOW)
+    overall, _ = window_count(f"audit:{action}", AUDIT_FLOOD_WINDOW)
+    if per_ip is None or overall is None:
+        return None  # no cache, no bound: write nothing rather than fill the table
+    if per_ip > AUDIT_FLOOD_PER_IP or overall > AUDIT_FLOOD_PER_ACTION:
+        if per_ip == AUDIT_FLOOD_PER_IP + 1 or overall == AUDIT_FLOOD_PER_ACTION + 1:
+            return audit_log_write(
+                action=f"{action}.suppressed",
+                result="suppressed",
+                request=request,
+                actor=actor,
+                metadata={"window_seconds": AUDIT_FLOOD_WINDOW, "ip": ip},
+            )
+        return None
+    return audit_log_write(action=action, request=request, actor=actor, **fields)
+
+
+def login_failed_audit(sender, credentials: dict, request=None, **kwargs) -> None:
+    """user_login_failed receiver: one audit row per failed login (bounded per IP)."""
+    if request is None:
+        return
+    username = str(credentials.get("username", ""))[:150]
+    audit_log_write_limited(
+        action="auth.login_failed",
+        request=request,
+        actor="anonymous",
+        resource=f"user:{username}",
+        result="failed",
     )

@@ -63,6 +63,8 @@ def gunicorn(sock: socket.socket, *, workers: int, extra: tuple[str, ...] = ()) 
         str(workers),
         "--access-logfile",
         "-",
+        "--config",
+        "python:config.gunicorn_conf",
         *extra,
     ]
 

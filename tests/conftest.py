@@ -74,6 +74,13 @@ def _media_root(settings, tmp_path):
     settings.INGEST_POLL_SECONDS = 0
     # No heartbeat threads in this process either; the liveness tests turn them on.
     settings.HEARTBEAT_SECONDS = 0
+    # No request limits and /v1/me reconciles every time, unless a test says otherwise
+    # (tests/ops/test_limits.py): suites make many requests from one "client".
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"operator": None, "user": None, "anon": None},
+    }
+    settings.ME_RECONCILE_SECONDS = 0
 
 
 @pytest.fixture

@@ -12,3 +12,8 @@ class WorkflowsConfig(AppConfig):
         from workflows.authoring import autodiscover
 
         autodiscover(list(getattr(settings, "WORKFLOWS_MODULES", [])))
+
+        from ops.metrics import scrape_register
+        from workflows.dashboard import workflows_gauges
+
+        scrape_register("workflows", workflows_gauges)

@@ -46,3 +46,40 @@ def workflows_dashboard_context(*, now=None) -> dict:
         "errored_24h": errored_24h,
         **task_figures(now=now),
     }
+
+
+def open_instances_by_status() -> dict[str, int]:
+    """Instances not finished (active, waiting, paused) have exactly one task row: counted
+    through the task table (the open work), not over every instance ever run; errored ones
+    through their partial index."""
+    counts = dict(
+        WorkflowTask.objects.values_list("instance__status").annotate(n=Count("id")).order_by()
+    )
+    counts[Status.ERRORED.value] = WorkflowInstance.objects.filter(status=Status.ERRORED).count()
+    return counts
+
+
+def workflows_gauges():
+    """/metrics (ops.metrics): instances by status (finished ones other than errored are the
+    unbounded tail and are not scraped), tasks due and overdue, wake lag."""
+    from ops.metrics import gauge
+
+    by_status = gauge(
+        "workflow_instances",
+        "Workflow instances by status (open ones and errored; complete/terminated not scraped)",
+        ["status"],
+    )
+    counts = open_instances_by_status()
+    for status in (Status.ACTIVE, Status.WAITING, Status.PAUSED, Status.ERRORED):
+        by_status.add_metric([status.value], counts.get(status.value, 0))
+    yield by_status
+    figures = task_figures()
+    for name, key, doc in (
+        ("workflow_tasks_due", "tasks_due", "Runnable workflow tasks whose time has come"),
+        ("workflow_tasks_overdue", "tasks_overdue", "Due for over a minute, no runner on them"),
+        ("workflow_waits_overdue", "waits_overdue", "Overdue sleeps and event waits"),
+        ("workflow_wake_lag_seconds", "wake_lag_seconds", "Oldest unheld due task's wait"),
+    ):
+        metric = gauge(name, doc)
+        metric.add_metric([], figures[key])
+        yield metric

@@ -136,6 +136,13 @@ class WorkflowInstance(models.Model):
                 name="workflow_inst_finished",
                 condition=Q(status__in=["complete", "errored", "terminated"]),
             ),
+            # workflows.dashboard: errored instances (all, and in the last 24 h) for the console
+            # and /metrics without scanning the finished instances.
+            models.Index(
+                fields=["updated_at"],
+                name="workflow_inst_errored",
+                condition=Q(status="errored"),
+            ),
         ]
 
     def __str__(self):

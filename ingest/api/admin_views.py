@@ -1,8 +1,6 @@
 """Operator endpoints under /v1/admin (X-Admin-Key with scope ingest:admin, or a staff session):
 DLQ, raw events, drain, replay, users (overview, wipe), traces."""
 
-from datetime import datetime
-
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -10,14 +8,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.api import serializers as s
-from ingest.errors import InvalidCursor, InvalidLimit
+from ingest.errors import InvalidLimit
 from ingest.imports import import_job_summary
 from ingest.replay import raw_events_replay
 from ingest.selectors import dlq_rows, raw_event_get, raw_events, traces, user_get, user_overview
-from ingest.sync import cursor_decode, cursor_encode
 from ingest.triage import raw_events_drain_request
 from ingest.wipe import user_wipe
 from ops.auth import scope_required
+from ops.pagination import keyset_page_by_time, list_body
 
 SCOPE = "ingest:admin"
 TAGS = ["operator"]
@@ -61,10 +59,16 @@ class DlqView(OperatorView):
     def get(self, request):
         limit = _int_param(request, "limit", DLQ_DEFAULT, DLQ_MAX)
         filters = request.query_params.copy()
-        filters.pop("limit", None)
-        rows = list(dlq_rows(filters=filters)[:limit])
+        for key in ("limit", "cursor"):
+            filters.pop(key, None)
+        rows, cursor, more = keyset_page_by_time(
+            dlq_rows(filters=filters),
+            field="received_at",
+            cursor=request.query_params.get("cursor"),
+            page_size=limit,
+        )
         data = s.DlqRow(rows, many=True, context={"now": timezone.now()}).data
-        return Response({"count": len(rows), "results": data})
+        return Response(list_body("raw_events", data, cursor, more))
 
 
 class RawEventView(OperatorView):
@@ -166,23 +170,10 @@ class TracesView(OperatorView):
         filters = request.query_params.copy()
         for key in ("limit", "cursor"):
             filters.pop(key, None)
-        qs = traces(filters=filters)
-        if cursor := request.query_params.get("cursor"):
-            qs = qs.filter(_before(cursor_decode(cursor)))
-        rows = list(qs[: limit + 1])
-        page = rows[:limit]
-        next_cursor = None
-        if len(rows) > limit:
-            last = page[-1]
-            next_cursor = cursor_encode({"c": last.created_at.isoformat(), "i": last.pk})
-        return Response({"results": s.TraceRow(page, many=True).data, "next": next_cursor})
-
-
-def _before(data: dict):
-    from django.db.models import Q
-
-    try:
-        created, pk = datetime.fromisoformat(data["c"]), int(data["i"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidCursor("The cursor is not valid.") from None
-    return Q(created_at__lt=created) | Q(created_at=created, id__lt=pk)
+        rows, cursor, more = keyset_page_by_time(
+            traces(filters=filters),
+            field="created_at",
+            cursor=request.query_params.get("cursor"),
+            page_size=limit,
+        )
+        return Response(list_body("traces", s.TraceRow(rows, many=True).data, cursor, more))

@@ -52,6 +52,7 @@ class ReconcileOut(serializers.Serializer):
     reactivated = serializers.ListField(child=serializers.CharField())
     deactivated = serializers.ListField(child=serializers.CharField())
     error = serializers.CharField(allow_null=True)
+    skipped = serializers.BooleanField(help_text="reconciled lately: Terra was not asked")
 
 
 class MeResponse(serializers.Serializer):
@@ -138,8 +139,9 @@ class DlqRow(RawEventRow):
 
 
 class DlqResponse(serializers.Serializer):
-    count = serializers.IntegerField()
-    results = DlqRow(many=True)
+    raw_events = DlqRow(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()
 
 
 class RawEventDetail(RawEventRow):
@@ -247,5 +249,6 @@ class TraceRow(serializers.ModelSerializer):
 
 
 class TracePage(serializers.Serializer):
-    results = TraceRow(many=True)
-    next = serializers.CharField(allow_null=True)
+    traces = TraceRow(many=True)
+    cursor = serializers.CharField(allow_null=True)
+    has_next_page = serializers.BooleanField()

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.api import serializers as s
-from ingest.connections import connection_widget_session, connections_reconcile
+from ingest.connections import connection_widget_session, connections_reconcile_spaced
 from ingest.errors import TerraUnavailable
 from ingest.imports import import_job_refresh, import_job_summary, import_start, parse_days
 from ingest.models import TerraConnection
@@ -56,7 +56,7 @@ class MeView(UserView):
     )
     def get(self, request):
         user = request.user
-        reconcile = connections_reconcile(user=user)
+        reconcile = connections_reconcile_spaced(user=user)
         connections = TerraConnection.objects.filter(user=user).order_by("-created_at")
         jobs = [import_job_refresh(job=j) for j in user.import_jobs.order_by("-created_at")[:5]]
         return Response(

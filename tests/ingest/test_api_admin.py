@@ -63,22 +63,31 @@ def test_dlq_lists_parked_retrying_and_dead_never_skipped(ops, alice):
     RawEventFactory(state="processed")
     RawEventFactory(state="pending")
     body = ops.get("/v1/admin/dlq").json()
-    assert [r["id"] for r in body["results"]] == [dead.pk, retrying.pk, parked.pk]
-    first = body["results"][2]
+    assert [r["id"] for r in body["raw_events"]] == [dead.pk, retrying.pk, parked.pk]
+    assert body["cursor"] is None and body["has_next_page"] is False
+    first = body["raw_events"][2]
     assert len(first["error"]) == 200 and first["user"] == "alice"
     assert first["age_seconds"] >= 5 * 3600 - 5
-    assert [r["id"] for r in ops.get("/v1/admin/dlq?type=sleep").json()["results"]] == [retrying.pk]
-    assert [r["id"] for r in ops.get("/v1/admin/dlq?error=keyerror").json()["results"]] == [dead.pk]
-    assert [r["id"] for r in ops.get("/v1/admin/dlq?older_than=1h").json()["results"]] == [
+    assert [r["id"] for r in ops.get("/v1/admin/dlq?type=sleep").json()["raw_events"]] == [
+        retrying.pk
+    ]
+    assert [r["id"] for r in ops.get("/v1/admin/dlq?error=keyerror").json()["raw_events"]] == [
+        dead.pk
+    ]
+    assert [r["id"] for r in ops.get("/v1/admin/dlq?older_than=1h").json()["raw_events"]] == [
         parked.pk
     ]
 
 
-def test_dlq_is_capped_at_50_by_default(ops):
-    for _ in range(55):
-        RawEventFactory(state="dead", process_error="e")
-    assert ops.get("/v1/admin/dlq").json()["count"] == 50
-    assert ops.get("/v1/admin/dlq?limit=55").json()["count"] == 55
+def test_dlq_pages_50_rows_by_default_and_the_cursor_gives_the_rest(ops):
+    rows = [RawEventFactory(state="dead", process_error="e") for _ in range(55)]
+    first = ops.get("/v1/admin/dlq").json()
+    assert len(first["raw_events"]) == 50 and first["has_next_page"] is True
+    rest = ops.get("/v1/admin/dlq", {"cursor": first["cursor"]}).json()
+    assert len(rest["raw_events"]) == 5 and rest["has_next_page"] is False
+    seen = [r["id"] for r in first["raw_events"] + rest["raw_events"]]
+    assert sorted(seen) == sorted(row.pk for row in rows)
+    assert len(ops.get("/v1/admin/dlq?limit=55").json()["raw_events"]) == 55
 
 
 @pytest.mark.parametrize("query", ["older_than=soon", "state=nope", "limit=0", "limit=x"])
@@ -189,14 +198,16 @@ def test_traces_filter_and_paginate_newest_first(ops, alice):
         trace_write("normalized", raw_event_id=row.pk, request_id="rq-1", data={"i": i})
     trace_write("parked", user_id=alice.pk, request_id="rq-2", level="warning")
     body = ops.get("/v1/admin/traces?request_id=rq-1&limit=5").json()
-    assert [t["data"]["i"] for t in body["results"]] == [6, 5, 4, 3, 2]
-    body = ops.get(f"/v1/admin/traces?request_id=rq-1&limit=5&cursor={body['next']}").json()
-    assert [t["data"]["i"] for t in body["results"]] == [1, 0] and body["next"] is None
-    assert [t["event"] for t in ops.get("/v1/admin/traces?user=alice").json()["results"]] == [
+    assert [t["data"]["i"] for t in body["traces"]] == [6, 5, 4, 3, 2]
+    assert body["has_next_page"] is True
+    body = ops.get(f"/v1/admin/traces?request_id=rq-1&limit=5&cursor={body['cursor']}").json()
+    assert [t["data"]["i"] for t in body["traces"]] == [1, 0]
+    assert body["cursor"] is None and body["has_next_page"] is False
+    assert [t["event"] for t in ops.get("/v1/admin/traces?user=alice").json()["traces"]] == [
         "parked"
     ]
-    assert len(ops.get("/v1/admin/traces?level=warning").json()["results"]) == 1
-    assert len(ops.get(f"/v1/admin/traces?raw_event_id={row.pk}").json()["results"]) == 7
+    assert len(ops.get("/v1/admin/traces?level=warning").json()["traces"]) == 1
+    assert len(ops.get(f"/v1/admin/traces?raw_event_id={row.pk}").json()["traces"]) == 7
 
 
 def test_traces_bad_level_is_400(ops):

@@ -92,6 +92,7 @@ def test_me_reconciles_connections_against_terra_first(user_api, alice, terra):
         "reactivated": [],
         "deactivated": ["t-gone"],
         "error": None,
+        "skipped": False,
     }
     states = {c["terra_user_id"]: c["active"] for c in body["connections"]}
     assert states == {"t-kept": True, "t-gone": False, "t-new": True}

@@ -70,7 +70,7 @@ def test_a_delivery_that_maps_to_nothing_is_skipped_as_unmappable_and_in_the_dlq
     assert row.state == RawEventState.SKIPPED
     assert row.process_error == f"skipped:unmappable:{reason}"
     dlq = operator_api("ingest:admin").get("/v1/admin/dlq", {"state": "skipped"}).json()
-    assert [item["id"] for item in dlq["results"]] == [row.pk]
+    assert [item["id"] for item in dlq["raw_events"]] == [row.pk]
 
 
 def test_an_empty_data_list_is_processed_with_no_rows(post, fixture_payload, alice):

@@ -32,7 +32,7 @@ def test_list_is_the_users_own_newest_first(user_api, alice, bob):
     response = user_api.get("/v1/labs/uploads")
 
     assert response.status_code == 200
-    ids = [row["upload_id"] for row in response.json()["results"]]
+    ids = [row["upload_id"] for row in response.json()["uploads"]]
     assert ids == [str(new.pk), str(old.pk)]
 
 
@@ -41,12 +41,13 @@ def test_list_is_cursor_paginated(user_api, alice):
         make_upload(alice, minutes_ago=i)
 
     first = user_api.get("/v1/labs/uploads").json()
-    second = user_api.get(first["next"]).json()
+    assert first["has_next_page"] is True
+    second = user_api.get("/v1/labs/uploads", {"cursor": first["cursor"]}).json()
 
-    assert len(first["results"]) == 50
-    assert len(second["results"]) == 5
-    assert second["next"] is None
-    seen = {r["upload_id"] for r in first["results"] + second["results"]}
+    assert len(first["uploads"]) == 50
+    assert len(second["uploads"]) == 5
+    assert second["cursor"] is None and second["has_next_page"] is False
+    seen = {r["upload_id"] for r in first["uploads"] + second["uploads"]}
     assert len(seen) == 55
 
 

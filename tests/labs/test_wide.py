@@ -60,7 +60,7 @@ def test_wide_endpoint_serves_only_the_callers_rows_newest_first(user_api, alice
     response = user_api.get("/v1/biomarkers/wide")
 
     assert response.status_code == 200
-    results = response.json()["results"]
+    results = response.json()["days"]
     assert [r["date"] for r in results] == ["2026-07-01", "2026-06-29"]
     assert results[0]["hdl"] == 55.0 and results[0]["glucose"] is None
     assert results[1]["glucose"] == 91.0
@@ -76,7 +76,7 @@ def test_wide_endpoint_filters_by_date_range(user_api, alice):
         "/v1/biomarkers/wide", {"date_from": "2026-06-30", "date_to": "2026-07-02"}
     )
 
-    assert [r["date"] for r in response.json()["results"]] == [
+    assert [r["date"] for r in response.json()["days"]] == [
         "2026-07-02",
         "2026-07-01",
         "2026-06-30",

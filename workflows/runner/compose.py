@@ -24,6 +24,7 @@ from workflows.authoring import registry
 from workflows.decisions import StepState
 from workflows.errors import ChildWorkflowError, InvalidStep, ParallelError, WorkflowError
 from workflows.models import TERMINAL_STATUSES, Status, StepStatus, StepType, TaskKind
+from workflows.runner import storage_faults
 from workflows.step import Halt, LoopBreak, LoopContinue, Suspend
 
 BRANCH_PATTERN = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]*$")
@@ -284,13 +285,14 @@ def run_workflow(step, location: str, workflow_name: str, params, *, child_id):
                 state,
                 {"status": "not_started", "error": {"name": exc.code, "message": exc.message}},
             )
-    child = (
-        WorkflowInstance.objects.filter(
-            workflow_name=state.result["workflow"], instance_id=state.result["id"]
+    with storage_faults.guarded():  # the engine's own read: a fault stops the run, never a branch
+        child = (
+            WorkflowInstance.objects.filter(
+                workflow_name=state.result["workflow"], instance_id=state.result["id"]
+            )
+            .values("pk", "status", "output", "error")
+            .first()
         )
-        .values("pk", "status", "output", "error")
-        .first()
-    )
     if child is None:
         return _child_settled(
             execution, state, {"status": "missing", "error": {"name": "ChildMissing"}}

@@ -12,6 +12,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ops.metrics import multiproc_dir_prepare
 from ops.supervisor import (
     Child,
     PortInUse,
@@ -42,6 +43,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, port, host, workers, runner_concurrency, only, **options):
         kinds = only or list(KINDS)
+        # One Prometheus directory for every child, so /metrics adds up the counters of all
+        # gunicorn workers and of the cluster's workers (ops.metrics).
+        multiproc_dir_prepare()
         children, sock = [], None
         if "web" in kinds:
             try:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0009_task_recovery_attempts'),
+        ('workflows', '0010_errored_instances_index'),
     ]
 
     operations = [
