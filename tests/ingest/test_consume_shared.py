@@ -20,6 +20,15 @@ from tests.conftest import load_fixture
 from tests.factories import RawEventFactory
 
 
+@pytest.fixture(autouse=True)
+def _no_span_to_carry(monkeypatch):
+    # With OpenTelemetry's SDK installed (tests/ops/test_tracing.py leaves it for the session)
+    # each delivery gets a task of its own to carry its span: these tests are about the rest.
+    from ops import tracing
+
+    monkeypatch.setattr(tracing, "traceparent", lambda: "")
+
+
 def _daily(day: int) -> dict:
     payload = load_fixture("daily.json")
     payload["user"]["reference_id"] = "alice"
