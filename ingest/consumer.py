@@ -592,7 +592,7 @@ def _together(group: list[tuple[RawEvent, datetime]], now: datetime) -> list[str
             if _outcomes_write(outcomes) != len(outcomes):
                 raise _LostClaim
             if traces:
-                traces_insert(traces)
+                _traces_write(traces)
     except Exception:
         log.info("a batch of %s rows rolled back: each runs on its own", len(group), exc_info=True)
         return None
@@ -646,31 +646,34 @@ _OUTCOME_COLUMNS = (
 )
 
 
-def _outcomes_sql(rows: int) -> str:
-    """WITH v(…) AS (VALUES …) UPDATE raw_events … FROM v: every row's outcome in one
-    statement, each only where next_attempt_at still equals its lease (typed on PostgreSQL,
-    where an untyped NULL in VALUES would be text)."""
+def _outcomes_sql(vendor: str, rows: int) -> str:
+    """UPDATE raw_events … FROM v: every row's outcome in one statement, each only where
+    next_attempt_at still equals its lease. On PostgreSQL v is unnest() of one typed array
+    per column: a statement of fixed text and 8 parameters, whatever the batch size (psycopg
+    re-parses a statement of hundreds of placeholders on every call); elsewhere a VALUES
+    list."""
     fields = [RawEvent._meta.get_field(name) for name in _OUTCOME_COLUMNS]
-    names = [field.column for field in fields]
-    if connection.vendor == "postgresql":
+    names = [*(field.column for field in fields), "lease"]
+    sets = ", ".join(f"{name} = v.{name}" for name in names[1:-1])
+    where = "WHERE raw_events.id = v.id AND raw_events.next_attempt_at = v.lease"
+    if vendor == "postgresql":
         types = [*(field.db_type(connection) for field in fields), "timestamp with time zone"]
-        one = "(" + ", ".join(f"CAST(%s AS {kind})" for kind in types) + ")"
-    else:
-        one = "(" + ", ".join(["%s"] * (len(fields) + 1)) + ")"
-    sets = ", ".join(f"{name} = v.{name}" for name in names[1:])
+        arrays = ", ".join(f"CAST(%s AS {kind}[])" for kind in types)
+        return (
+            f"UPDATE raw_events SET {sets} FROM unnest({arrays}) AS v ({', '.join(names)}) " + where
+        )
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
     return (
-        f"WITH v ({', '.join(names)}, lease) AS (VALUES {', '.join([one] * rows)}) "
-        f"UPDATE raw_events SET {sets} FROM v "
-        "WHERE raw_events.id = v.id AND raw_events.next_attempt_at = v.lease"
+        f"WITH v ({', '.join(names)}) AS (VALUES {', '.join([one] * rows)}) "
+        f"UPDATE raw_events SET {sets} FROM v " + where
     )
 
 
 def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
     """Write each (pk, lease_until, values) outcome; returns how many rows were still ours."""
     adapt = connection.ops.adapt_datetimefield_value
-    params = []
-    for pk, lease_until, values in outcomes:
-        params += [
+    rows = [
+        [
             pk,
             values["state"],
             adapt(values["processed_at"]),
@@ -680,9 +683,36 @@ def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
             values["user_id"],
             adapt(lease_until),
         ]
+        for pk, lease_until, values in outcomes
+    ]
+    vendor = connection.vendor
+    params = (
+        [list(column) for column in zip(*rows, strict=True)]
+        if vendor == "postgresql"
+        else [value for row in rows for value in row]
+    )
     with connection.cursor() as cursor:
-        cursor.execute(_outcomes_sql(len(outcomes)), params)
+        cursor.execute(_outcomes_sql(vendor, len(rows)), params)
         return cursor.rowcount
+
+
+def _traces_write(traces: list[list]) -> None:
+    """trace_row()s in one INSERT; on PostgreSQL from unnest() of one array per column (fixed
+    text, 8 parameters), elsewhere traces_insert's VALUES list."""
+    if connection.vendor != "postgresql":
+        traces_insert(traces)
+        return
+    types = [
+        TraceEvent._meta.get_field(name).db_type(connection)
+        for name in ("request_id", "raw_event", "user", "level", "event", "duration_ms", "data")
+    ]
+    arrays = ", ".join(f"CAST(%s AS {kind}[])" for kind in [*types, "timestamp with time zone"])
+    columns = trace_columns()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO trace_events ({columns}) SELECT * FROM unnest({arrays})",
+            [list(column) for column in zip(*traces, strict=True)],
+        )
 
 
 # A shared consume task (ingest.queue tickets) claims this many rows at a time and stops after
