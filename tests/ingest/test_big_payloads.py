@@ -10,7 +10,7 @@ from datetime import date
 import pytest
 
 from ingest import demo_payloads
-from ingest.consumer import INLINE_BODY_BYTES, raw_event_consume
+from ingest.consumer import INLINE_BODY_BYTES, raw_event_consume, raw_events_consume_pending
 from ingest.models import Activity, DailySummary, RawEvent, RawEventState, SleepSession, TraceEvent
 from ingest.normalizers.daily import DAILY_READS
 from ingest.projection import payload_projected, payload_trie, reads_trie
@@ -34,12 +34,12 @@ def for_user(payload: dict, username: str) -> dict:
     return payload
 
 
-def padded(payload: dict, samples: int = 20_000) -> dict:
+def padded(payload: dict, samples: int = 20_000, *, check: bool = True) -> dict:
     """Past INLINE_BODY_BYTES with a sample stream no normalizer reads, where Terra puts one."""
     payload = copy.deepcopy(payload)
     item = payload["data"][0]
     item.setdefault("heart_rate_data", {})["detailed"] = {"hr_samples": [SAMPLE] * samples}
-    assert len(json.dumps(payload).encode()) > INLINE_BODY_BYTES
+    assert not check or len(json.dumps(payload).encode()) > INLINE_BODY_BYTES
     return payload
 
 
@@ -111,6 +111,16 @@ def test_the_raw_of_a_big_deliverys_rows_holds_only_the_fields_read(post, bob):
         len(json.loads(bytes(stored.body))["data"][0]["heart_rate_data"]["detailed"]["hr_samples"])
         == 20_000
     )
+
+
+def test_a_body_left_out_of_a_batch_claim_but_under_the_threshold_is_parsed_whole(bob):
+    # A 100-row batch claim leaves out bodies over ~84 KB; only those over 1 MiB are streamed.
+    payload = padded(demo_payloads.sleep_payload("bob", DAY), samples=3_000, check=False)
+    row = RawEventFactory(event_type="sleep", reference_id="bob", payload=payload)
+    assert 100 * 1024 < len(row.body) <= INLINE_BODY_BYTES
+    assert raw_events_consume_pending(batch=100) == {RawEventState.PROCESSED: 1}
+    assert "stream_parsed" not in outcome("bob")[1]
+    assert len(SleepSession.objects.get().raw["heart_rate_data"]["detailed"]["hr_samples"]) == 3_000
 
 
 def test_numbers_beyond_float_range_in_and_outside_data_never_break_a_big_row(post, alice, bob):
