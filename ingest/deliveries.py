@@ -12,17 +12,18 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ingest import queue
 from ingest.envelope import Envelope, envelope_read
 from ingest.errors import InvalidSignature
 from ingest.models import RawEventState, TerraConnection
 from ingest.payload import Unparseable
-from ingest.queue import raw_event_enqueue
+from ingest.queue import orm_message, raw_event_enqueue
 from ingest.signature import signature_header, signature_verify
-from ingest.traces import trace_row, traces_insert
+from ingest.traces import trace_columns, trace_row, traces_insert
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,38 @@ def _insert(
     ordered_at: datetime,
     skipped: str | None = None,
 ) -> Recorded:
+    fields = {
+        "body": body,
+        "envelope": envelope,
+        "request_id": request_id,
+        "received_at": received_at,
+        "ordered_at": ordered_at,
+        "skipped": skipped,
+    }
+    if _one_statement(body, skipped):
+        pk = _on_a_live_connection(lambda: _insert_queued_postgresql(**fields))
+    else:
+        pk = _insert_in_transaction(**fields)
+    # A duplicate is a delivery too: Terra is sending for this connection.
+    connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
+    if pk is None:
+        return Recorded(None, envelope.event_type, duplicate=True)
+    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+
+
+def _one_statement(body, skipped: str | None) -> bool:
+    """The common case on PostgreSQL with the ORM broker: row, queue message and traces in one
+    statement (_insert_queued_postgresql). Skipped bodies, bodies streamed through COPY and
+    other brokers (Redis: published after commit) take the transaction below."""
+    return (
+        connection.vendor == "postgresql"
+        and not skipped
+        and len(body) <= STREAM_ABOVE_BYTES
+        and queue.orm_broker_in_database()
+    )
+
+
+def _insert_in_transaction(*, body, envelope, request_id, received_at, ordered_at, skipped):
     with transaction.atomic():
         pk = _insert_row(
             body=body,
@@ -131,11 +164,7 @@ def _insert(
                 _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
             else:
                 _traces_write(pk, request_id, received)
-    # A duplicate is a delivery too: Terra is sending for this connection.
-    connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
-    if pk is None:
-        return Recorded(None, envelope.event_type, duplicate=True)
-    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+    return pk
 
 
 LAST_WEBHOOK_EVERY = timedelta(minutes=1)
@@ -181,7 +210,7 @@ _RAW_EVENT_COLUMNS = (
 )
 
 
-def _insert_row(
+def _row_values(
     *,
     body: bytes | bytearray,
     envelope: Envelope,
@@ -189,13 +218,10 @@ def _insert_row(
     received_at: datetime,
     ordered_at: datetime,
     skipped: str | None = None,
-) -> int | None:
-    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
-    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
-    insert's commit, then does nothing). The body column gets the body's own bytes, so
-    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+) -> list:
+    """raw_events values in _RAW_EVENT_COLUMNS order, the body left out."""
     adapt = connection.ops.adapt_datetimefield_value
-    values = [
+    return [
         envelope.event_type,
         envelope.terra_user_id,
         envelope.reference_id,
@@ -210,6 +236,14 @@ def _insert_row(
         adapt(received_at) if skipped else None,
         f"skipped:{skipped}" if skipped else None,
     ]
+
+
+def _insert_row(*, body: bytes | bytearray, **fields) -> int | None:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
+    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
+    insert's commit, then does nothing). The body column gets the body's own bytes, so
+    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+    values = _row_values(body=body, **fields)
     columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
     placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
     if connection.vendor == "postgresql":
@@ -222,6 +256,110 @@ def _insert_row(
         cursor.execute(sql, [*values, bytes(body)])
         found = cursor.fetchone()
     return found[0] if found else None
+
+
+_TRACE_CASTS = (
+    "varchar",
+    "bigint",
+    "bigint",
+    "varchar",
+    "varchar",
+    "float8",
+    "jsonb",
+    "timestamptz",
+)
+_queued_sql: str | None = None
+
+
+def _insert_queued_sql() -> str:
+    """One statement for a new delivery: the row (deduplicated by raw_events_dedup), and only
+    if it went in, its django_q_ormq message and its two trace rows (webhook_received,
+    queue_published). It runs in autocommit, so it is its own transaction: all or nothing."""
+    global _queued_sql
+    if _queued_sql is None:
+        q = connection.ops.quote_name
+        columns = ", ".join(q(c) for c in _RAW_EVENT_COLUMNS)
+        placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
+        first = ", ".join(f"%s::{cast}" for cast in _TRACE_CASTS)
+        second = ", ".join(["%s"] * len(_TRACE_CASTS))
+        _queued_sql = (
+            f"WITH ev AS (INSERT INTO raw_events (id, {columns}) "
+            f"VALUES (%s, {placeholders}, %b) "
+            "ON CONFLICT ON CONSTRAINT raw_events_dedup DO NOTHING RETURNING id), "
+            'queued AS (INSERT INTO django_q_ormq ("key", payload, lock) '
+            "SELECT %s::varchar, %s::text, %s::timestamptz FROM ev), "
+            f"traced AS (INSERT INTO trace_events ({trace_columns()}) "
+            f"SELECT v.* FROM ev, (VALUES ({first}), ({second})) AS v) "
+            "SELECT id FROM ev"
+        )
+    return _queued_sql
+
+
+def _insert_queued_postgresql(*, body, envelope, request_id, received_at, ordered_at, skipped):
+    """_insert's one-statement path: the row's id is drawn from its sequence first, because the
+    queue message names it and is signed in Python (ingest.queue.orm_message). Two round trips
+    and no transaction block (BEGIN/COMMIT), instead of six; Django's per-request health check
+    (SELECT 1) is not run either: a connection that died while idle is retried once
+    (_on_a_live_connection)."""
+    import psycopg
+
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_NEXT_ID_SQL)
+        pk = cursor.fetchone()[0]
+        try:
+            key, payload, lock = orm_message(pk)
+        except Exception:
+            # As a failed publish in the transaction path (which is tried, and traced, next):
+            # the row is stored all the same and stays pending for the drain.
+            log.exception("could not build the queue message for raw event %s", pk)
+            return _insert_in_transaction(
+                body=body,
+                envelope=envelope,
+                request_id=request_id,
+                received_at=received_at,
+                ordered_at=ordered_at,
+                skipped=None,
+            )
+        received = {"type": envelope.event_type, "bytes": len(body)}
+        traces = [
+            trace_row("webhook_received", raw_event_id=pk, request_id=request_id, data=received),
+            trace_row("queue_published", raw_event_id=pk, request_id=request_id, data=ORM),
+        ]
+        values = _row_values(
+            body=body,
+            envelope=envelope,
+            request_id=request_id,
+            received_at=received_at,
+            ordered_at=ordered_at,
+        )
+        cursor.execute(
+            _insert_queued_sql(),
+            [pk, *values, body, key, payload, lock, *traces[0], *traces[1]],
+        )
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+ORM = {"broker": "orm"}
+_NEXT_ID_SQL = "SELECT nextval(pg_get_serial_sequence('raw_events', 'id'))"
+
+
+def _on_a_live_connection(work):
+    """work(), once more on a new connection if it failed on one this thread opened earlier
+    (PostgreSQL restarted, an idle connection cut): what Django's per-request health check
+    (a SELECT 1 before every request's first query) would have caught, at no cost when the
+    connection is fine. Safe to repeat: the insert is deduplicated, so a first attempt that
+    committed makes the second a duplicate. A new connection that fails raises (503)."""
+    reused = connection.connection is not None and not connection.in_atomic_block
+    try:
+        return work()
+    except (OperationalError, InterfaceError):
+        if not reused:
+            raise
+        log.info("webhook: the database connection failed; retrying on a new one")
+        connection.close()
+        return work()
 
 
 STREAM_ABOVE_BYTES = 4 * 1024 * 1024

@@ -2,8 +2,10 @@
 transaction on the ORM broker or after commit on Redis."""
 
 import logging
+import uuid
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
+from django.utils import timezone
 
 from ingest.models import TraceLevel
 from ingest.traces import trace_write
@@ -30,14 +32,45 @@ def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = 
 
 
 def _broker_shares_the_transaction() -> bool:
+    return orm_broker_in_database() and transaction.get_connection().in_atomic_block
+
+
+def orm_broker_in_database() -> bool:
+    """The broker is django-q2's ORM broker on the default database and tasks are not run inline
+    (Conf.SYNC must wait for the commit like a real worker would): a task is then a row the
+    caller can insert in its own statement (orm_message)."""
     from django_q.conf import Conf
 
-    # Conf.SYNC runs the task inline: that must wait for the commit like a real worker would.
-    return (
-        Conf.ORM == DEFAULT_DB_ALIAS
-        and not Conf.SYNC
-        and transaction.get_connection().in_atomic_block
-    )
+    return Conf.ORM == DEFAULT_DB_ALIAS and not Conf.SYNC
+
+
+def orm_message(raw_event_id: int) -> tuple[str, str, object]:
+    """(key, payload, lock) of the django_q_ormq row that publishes raw_event_id's consume task,
+    built as django-q2's async_task + ORM broker build it (same signed package, same keys), for
+    a caller that inserts it in the statement that inserts the row (ingest.deliveries): one
+    round trip instead of an ORM save per delivery. Only for orm_broker_in_database(). Like
+    queue_publish, the message carries the current span's traceparent when there is one."""
+    from django_q.conf import Conf
+    from django_q.signals import pre_enqueue
+    from django_q.signing import SignedPackage
+
+    task = {
+        "id": uuid.uuid4().hex,
+        "name": f"consume-{raw_event_id}",
+        "func": CONSUME_TASK,
+        "args": (raw_event_id,),
+        "save": False,  # as queue_publish: failures are still saved
+    }
+    if Conf.CACHED:
+        task["cached"] = Conf.CACHED
+    if Conf.ACK_FAILURES:
+        task["ack_failure"] = Conf.ACK_FAILURES
+    parent = tracing.traceparent()
+    task["kwargs"] = {"traceparent": parent} if parent else {}
+    task["started"] = timezone.now()
+    pre_enqueue.send(sender="django_q", task=task)
+    broker = _get_broker()
+    return broker.list_key or Conf.CLUSTER_NAME, SignedPackage.dumps(task), task["started"]
 
 
 _broker = None
