@@ -8,6 +8,7 @@ The webhook is the only caller; raw_event_record's keyword-only signature is a c
 import hashlib
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -274,7 +275,8 @@ _queued_sql: str | None = None
 def _insert_queued_sql() -> str:
     """One statement for a new delivery: the row (deduplicated by raw_events_dedup), and only
     if it went in, its django_q_ormq message and its two trace rows (webhook_received,
-    queue_published). It runs in autocommit, so it is its own transaction: all or nothing."""
+    queue_published). It runs in autocommit, so it is its own transaction: all or nothing. It
+    answers the new row's id (None for a duplicate) and the id for the next delivery."""
     global _queued_sql
     if _queued_sql is None:
         q = connection.ops.quote_name
@@ -290,59 +292,92 @@ def _insert_queued_sql() -> str:
             "SELECT %s::varchar, %s::text, %s::timestamptz FROM ev), "
             f"traced AS (INSERT INTO trace_events ({trace_columns()}) "
             f"SELECT v.* FROM ev, (VALUES ({first}), ({second})) AS v) "
-            "SELECT id FROM ev"
+            "SELECT (SELECT id FROM ev), nextval(pg_get_serial_sequence('raw_events', 'id'))"
         )
     return _queued_sql
 
 
 def _insert_queued_postgresql(*, body, envelope, request_id, received_at, ordered_at, skipped):
-    """_insert's one-statement path: the row's id is drawn from its sequence first, because the
-    queue message names it and is signed in Python (ingest.queue.orm_message). Two round trips
-    and no transaction block (BEGIN/COMMIT), instead of six; Django's per-request health check
-    (SELECT 1) is not run either: a connection that died while idle is retried once
+    """_insert's one-statement path. The queue message names the row and is signed in Python
+    (ingest.queue.orm_message), so the row's id is drawn from its sequence before the insert:
+    by the previous delivery's statement on this thread and connection (one round trip), or by
+    a SELECT nextval first (two; always inside a caller's transaction, where a failed statement
+    could not be retried). No BEGIN/COMMIT (the statement is its own transaction) and no
+    per-request health check (SELECT 1): a connection that died while idle is retried once
     (_on_a_live_connection)."""
     import psycopg
 
     connection.ensure_connection()
+    atomic = connection.in_atomic_block
+    pk = None if atomic else _prefetched_id()
+    row = {
+        "body": body,
+        "envelope": envelope,
+        "request_id": request_id,
+        "received_at": received_at,
+        "ordered_at": ordered_at,
+    }
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(_NEXT_ID_SQL)
-        pk = cursor.fetchone()[0]
-        try:
-            key, payload, lock = orm_message(pk)
-        except Exception:
-            # As a failed publish in the transaction path (which is tried, and traced, next):
-            # the row is stored all the same and stays pending for the drain.
-            log.exception("could not build the queue message for raw event %s", pk)
-            return _insert_in_transaction(
-                body=body,
-                envelope=envelope,
-                request_id=request_id,
-                received_at=received_at,
-                ordered_at=ordered_at,
-                skipped=None,
-            )
-        received = {"type": envelope.event_type, "bytes": len(body)}
-        traces = [
-            trace_row("webhook_received", raw_event_id=pk, request_id=request_id, data=received),
-            trace_row("queue_published", raw_event_id=pk, request_id=request_id, data=ORM),
-        ]
-        values = _row_values(
-            body=body,
-            envelope=envelope,
-            request_id=request_id,
-            received_at=received_at,
-            ordered_at=ordered_at,
-        )
-        cursor.execute(
-            _insert_queued_sql(),
-            [pk, *values, body, key, payload, lock, *traces[0], *traces[1]],
-        )
-        found = cursor.fetchone()
-    return found[0] if found else None
+        for _ in range(ID_ATTEMPTS):
+            if pk is None:
+                cursor.execute(_NEXT_ID_SQL)
+                pk = cursor.fetchone()[0]
+            try:
+                params = _insert_queued_params(pk, row)
+            except Exception:
+                # As a failed publish in the transaction path (which is tried, and traced,
+                # next): the row is stored all the same and stays pending for the drain.
+                log.exception("could not build the queue message for raw event %s", pk)
+                return _insert_in_transaction(**row, skipped=None)
+            try:
+                cursor.execute(_insert_queued_sql(), params)
+                break
+            except psycopg.errors.UniqueViolation as exc:
+                if atomic or exc.diag.constraint_name != "raw_events_pkey":
+                    raise
+                # The sequence was restarted (TRUNCATE … RESTART IDENTITY) under ids drawn
+                # ahead, and one of them took this one: draw another.
+                pk = None
+        else:
+            raise OperationalError(f"no free raw_events id in {ID_ATTEMPTS} draws")  # 503
+        found, next_id = cursor.fetchone()
+    if not atomic:
+        _prefetch.value = (connection.connection, next_id, time.monotonic())
+    return found
+
+
+def _insert_queued_params(pk: int, row: dict) -> list:
+    """_insert_queued_sql's parameters for the row that gets id `pk`."""
+    key, payload, lock = orm_message(pk)
+    request_id = row["request_id"]
+    received = {"type": row["envelope"].event_type, "bytes": len(row["body"])}
+    traces = [
+        trace_row("webhook_received", raw_event_id=pk, request_id=request_id, data=received),
+        trace_row("queue_published", raw_event_id=pk, request_id=request_id, data=ORM),
+    ]
+    values = _row_values(**row)
+    return [pk, *values, row["body"], key, payload, lock, *traces[0], *traces[1]]
 
 
 ORM = {"broker": "orm"}
 _NEXT_ID_SQL = "SELECT nextval(pg_get_serial_sequence('raw_events', 'id'))"
+# An id drawn ahead is used within this long, so ids stay close to arrival order.
+PREFETCH_MAX_AGE = 2.0
+ID_ATTEMPTS = 100
+_prefetch = threading.local()
+
+
+def _prefetched_id() -> int | None:
+    """The id the previous statement on this thread drew for the next delivery, if it was drawn
+    on the current connection (not one since replaced: a reconnect, another database) lately."""
+    held = getattr(_prefetch, "value", None)
+    _prefetch.value = None
+    if held is None:
+        return None
+    conn, pk, at = held
+    if conn is not connection.connection or time.monotonic() - at > PREFETCH_MAX_AGE:
+        return None
+    return pk
 
 
 def _on_a_live_connection(work):

@@ -165,3 +165,35 @@ def test_the_shortcut_paths_are_the_routed_ones():
     assert {f"/{pattern.pattern}" for pattern in urlpatterns} == WEBHOOK_PATHS
     for path in WEBHOOK_PATHS:
         assert resolve(path).func is terra_webhook
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_delivery_is_one_round_trip(deliver):
+    # The first delivery on a connection draws its id (SELECT nextval), and each statement
+    # draws the next delivery's.
+    deliver({**load_fixture("daily.json"), "warm": True})
+    response, trips = _round_trips(lambda: deliver(load_fixture("daily.json")))
+    assert response.status_code == 200
+    assert trips == 1
+    assert RawEvent.objects.filter(pk=response.json()["raw_event_id"]).exists()
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_sequence_reset_under_a_drawn_id_still_stores_the_delivery(deliver):
+    import hashlib
+
+    first = deliver({**load_fixture("daily.json"), "n": 1}).json()["raw_event_id"]
+    drawn = first + 1  # what the first statement drew for the next delivery
+    # An operator empties the table and restarts its ids; another writer takes the drawn id.
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE raw_events RESTART IDENTITY CASCADE")
+    while (taken := RawEvent.objects.create(event_type="daily", dedup_key="x").pk) < drawn:
+        RawEvent.objects.filter(pk=taken).update(
+            dedup_key=hashlib.sha256(b"%d" % taken).hexdigest()
+        )
+    response = deliver({**load_fixture("daily.json"), "n": 2})
+    assert response.status_code == 200
+    assert "duplicate" not in response.json()
+    assert RawEvent.objects.filter(pk=response.json()["raw_event_id"], event_type="daily").exists()
