@@ -8,7 +8,6 @@ The webhook is the only caller; raw_event_record's keyword-only signature is a c
 import hashlib
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,8 @@ from ingest.models import RawEventState, TerraConnection
 from ingest.payload import Unparseable
 from ingest.queue import orm_message, raw_event_enqueue
 from ingest.signature import signature_header, signature_verify
-from ingest.traces import trace_columns, trace_row, traces_insert
+from ingest.traces import trace_columns, trace_row, trace_write, traces_insert
+from ops import tracing
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _insert(
         "skipped": skipped,
     }
     if _one_statement(body, skipped):
-        pk = _on_a_live_connection(lambda: _insert_queued_postgresql(**fields))
+        pk = _on_a_live_connection(lambda: _insert_one_statement(**fields))
     else:
         pk = _insert_in_transaction(**fields)
     # A duplicate is a delivery too: Terra is sending for this connection.
@@ -143,7 +143,7 @@ def _one_statement(body, skipped: str | None) -> bool:
         connection.vendor == "postgresql"
         and not skipped
         and len(body) <= STREAM_ABOVE_BYTES
-        and queue.orm_broker_in_database()
+        and queue.tickets_used()
     )
 
 
@@ -259,57 +259,64 @@ def _insert_row(*, body: bytes | bytearray, **fields) -> int | None:
     return found[0] if found else None
 
 
-_TRACE_CASTS = (
-    "varchar",
-    "bigint",
-    "bigint",
-    "varchar",
-    "varchar",
-    "float8",
-    "jsonb",
-    "timestamptz",
+# trace_events' columns but raw_event (taken from the inserted row), typed for a VALUES list.
+_TRACE_VALUES = (
+    ("request_id", "varchar"),
+    ("user_id", "bigint"),
+    ("level", "varchar"),
+    ("event", "varchar"),
+    ("duration_ms", "float8"),
+    ("data", "jsonb"),
+    ("created_at", "timestamptz"),
 )
-_queued_sql: str | None = None
+_sql: dict[tuple[str, bool], str] = {}
 
 
-def _insert_queued_sql() -> str:
-    """One statement for a new delivery: the row (deduplicated by raw_events_dedup), and only
-    if it went in, its django_q_ormq message and its two trace rows (webhook_received,
-    queue_published). It runs in autocommit, so it is its own transaction: all or nothing. It
-    answers the new row's id (None for a duplicate) and the id for the next delivery."""
-    global _queued_sql
-    if _queued_sql is None:
+def _statement_sql(queue_cte: str, *, with_id: bool = False) -> str:
+    """One statement for a new delivery: `queue_cte` (the consume ticket it locks, or its own
+    queue message), the row (deduplicated by raw_events_dedup; `with_id`: its id is the first
+    parameter) and, only if the row went in, its traces: webhook_received, and queue_published
+    when it is queued. It runs in autocommit, so it is its own transaction: all or nothing. It
+    answers the new row's id (None for a duplicate) and whether it was queued."""
+    key = (queue_cte, with_id)
+    if key not in _sql:
         q = connection.ops.quote_name
-        columns = ", ".join(q(c) for c in _RAW_EVENT_COLUMNS)
-        placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
-        first = ", ".join(f"%s::{cast}" for cast in _TRACE_CASTS)
-        second = ", ".join(["%s"] * len(_TRACE_CASTS))
-        _queued_sql = (
-            f"WITH ev AS (INSERT INTO raw_events (id, {columns}) "
-            f"VALUES (%s, {placeholders}, %b) "
+        columns = ", ".join(q(c) for c in ("id",) * with_id + _RAW_EVENT_COLUMNS)
+        # The body (last) as one binary parameter, never escaped into the SQL text.
+        placeholders = ", ".join(["%s"] * (with_id + len(_RAW_EVENT_COLUMNS) - 1) + ["%b"])
+        names = ", ".join(name for name, _ in _TRACE_VALUES)
+        first = ", ".join(f"%s::{cast}" for _, cast in _TRACE_VALUES)
+        second = ", ".join(["%s"] * len(_TRACE_VALUES))
+        picked = ", ".join(["v.request_id", "ev.id", *(f"v.{n}" for n, _ in _TRACE_VALUES[1:])])
+        _sql[key] = (
+            f"WITH queued AS ({queue_cte}), "
+            f"ev AS (INSERT INTO raw_events ({columns}) VALUES ({placeholders}) "
             "ON CONFLICT ON CONSTRAINT raw_events_dedup DO NOTHING RETURNING id), "
-            'queued AS (INSERT INTO django_q_ormq ("key", payload, lock) '
-            "SELECT %s::varchar, %s::text, %s::timestamptz FROM ev), "
-            f"traced AS (INSERT INTO trace_events ({trace_columns()}) "
-            f"SELECT v.* FROM ev, (VALUES ({first}), ({second})) AS v) "
-            "SELECT (SELECT id FROM ev), nextval(pg_get_serial_sequence('raw_events', 'id'))"
+            f"traced AS (INSERT INTO trace_events ({trace_columns()}) SELECT {picked} "
+            f"FROM ev, (VALUES ({first}), ({second})) AS v ({names}) "
+            "WHERE v.event = 'webhook_received' OR EXISTS (SELECT FROM queued)) "
+            "SELECT (SELECT id FROM ev), EXISTS (SELECT FROM queued)"
         )
-    return _queued_sql
+    return _sql[key]
 
 
-def _insert_queued_postgresql(*, body, envelope, request_id, received_at, ordered_at, skipped):
-    """_insert's one-statement path. The queue message names the row and is signed in Python
-    (ingest.queue.orm_message), so the row's id is drawn from its sequence before the insert:
-    by the previous delivery's statement on this thread and connection (one round trip), or by
-    a SELECT nextval first (two; always inside a caller's transaction, where a failed statement
-    could not be retried). No BEGIN/COMMIT (the statement is its own transaction) and no
+_OWN_TASK_CTE = (
+    'INSERT INTO django_q_ormq ("key", payload, lock) '
+    "VALUES (%s::varchar, %s::text, %s::timestamptz) RETURNING id"
+)
+
+
+def _insert_one_statement(*, body, envelope, request_id, received_at, ordered_at, skipped):
+    """_insert's path on PostgreSQL with the ORM broker: the row, its traces and its place in
+    the queue in one statement, no BEGIN/COMMIT (the statement is its own transaction) and no
     per-request health check (SELECT 1): a connection that died while idle is retried once
-    (_on_a_live_connection)."""
+    (_on_a_live_connection). Its place in the queue is the fresh consume ticket it locks, as
+    ingest.queue.consume_ticket_join does in a transaction; without one, the ticket (and its
+    task) is made after the row's commit (_queue_after_commit). With OpenTelemetry on, the row
+    gets a task of its own whose message carries the webhook span (ingest.queue.orm_message):
+    its id is drawn first, as the signed message names it (two round trips)."""
     import psycopg
 
-    connection.ensure_connection()
-    atomic = connection.in_atomic_block
-    pk = None if atomic else _prefetched_id()
     row = {
         "body": body,
         "envelope": envelope,
@@ -317,67 +324,55 @@ def _insert_queued_postgresql(*, body, envelope, request_id, received_at, ordere
         "received_at": received_at,
         "ordered_at": ordered_at,
     }
+    connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        for _ in range(ID_ATTEMPTS):
-            if pk is None:
-                cursor.execute(_NEXT_ID_SQL)
-                pk = cursor.fetchone()[0]
+        if tracing.traceparent():
+            cursor.execute(_NEXT_ID_SQL)
+            pk = cursor.fetchone()[0]
             try:
-                params = _insert_queued_params(pk, row)
+                queue_cte, queue_params = _OWN_TASK_CTE, list(orm_message(pk))
             except Exception:
-                # As a failed publish in the transaction path (which is tried, and traced,
-                # next): the row is stored all the same and stays pending for the drain.
+                # As a failed publish in the transaction path (tried, and traced, there): the
+                # row is stored all the same and stays pending for the drain.
                 log.exception("could not build the queue message for raw event %s", pk)
                 return _insert_in_transaction(**row, skipped=None)
-            try:
-                cursor.execute(_insert_queued_sql(), params)
-                break
-            except psycopg.errors.UniqueViolation as exc:
-                if atomic or exc.diag.constraint_name != "raw_events_pkey":
-                    raise
-                # The sequence was restarted (TRUNCATE … RESTART IDENTITY) under ids drawn
-                # ahead, and one of them took this one: draw another.
-                pk = None
+            sql = _statement_sql(queue_cte, with_id=True)
+            values = [pk, *_row_values(**row)]
         else:
-            raise OperationalError(f"no free raw_events id in {ID_ATTEMPTS} draws")  # 503
-        found, next_id = cursor.fetchone()
-    if not atomic:
-        _prefetch.value = (connection.connection, next_id, time.monotonic())
-    return found
+            queue_cte, queue_params = queue.ticket_join_sql()
+            sql, values = _statement_sql(queue_cte), _row_values(**row)
+        received = trace_row("webhook_received", request_id=request_id, data=_received(row))
+        published = trace_row("queue_published", request_id=request_id, data=ORM)
+        del received[1], published[1]  # raw_event: the inserted row's id
+        cursor.execute(sql, [*queue_params, *values, body, *received, *published])
+        pk, queued = cursor.fetchone()
+    if pk is not None and not queued:
+        _queue_after_commit(pk, request_id)
+    return pk
 
 
-def _insert_queued_params(pk: int, row: dict) -> list:
-    """_insert_queued_sql's parameters for the row that gets id `pk`."""
-    key, payload, lock = orm_message(pk)
-    request_id = row["request_id"]
-    received = {"type": row["envelope"].event_type, "bytes": len(row["body"])}
-    traces = [
-        trace_row("webhook_received", raw_event_id=pk, request_id=request_id, data=received),
-        trace_row("queue_published", raw_event_id=pk, request_id=request_id, data=ORM),
-    ]
-    values = _row_values(**row)
-    return [pk, *values, row["body"], key, payload, lock, *traces[0], *traces[1]]
+def _received(row: dict) -> dict:
+    return {"type": row["envelope"].event_type, "bytes": len(row["body"])}
+
+
+def _queue_after_commit(pk: int, request_id: str) -> None:
+    """No fresh ticket to join: make one (and its task) now that the row is committed; the task
+    will see the row. A failure leaves the row pending for the next task or the drain, as a
+    failed publish does."""
+    try:
+        with transaction.atomic():
+            queue.consume_ticket_join()
+    except DatabaseError:
+        log.warning("could not queue raw event %s; it stays pending", pk, exc_info=True)
+        return
+    except Exception as exc:
+        queue.publish_failed(pk, request_id, exc)
+        return
+    trace_write("queue_published", raw_event_id=pk, request_id=request_id, data=ORM)
 
 
 ORM = {"broker": "orm"}
 _NEXT_ID_SQL = "SELECT nextval(pg_get_serial_sequence('raw_events', 'id'))"
-# An id drawn ahead is used within this long, so ids stay close to arrival order.
-PREFETCH_MAX_AGE = 2.0
-ID_ATTEMPTS = 100
-_prefetch = threading.local()
-
-
-def _prefetched_id() -> int | None:
-    """The id the previous statement on this thread drew for the next delivery, if it was drawn
-    on the current connection (not one since replaced: a reconnect, another database) lately."""
-    held = getattr(_prefetch, "value", None)
-    _prefetch.value = None
-    if held is None:
-        return None
-    conn, pk, at = held
-    if conn is not connection.connection or time.monotonic() - at > PREFETCH_MAX_AGE:
-        return None
-    return pk
 
 
 def _on_a_live_connection(work):

@@ -57,7 +57,7 @@ def test_new_delivery_is_pushed_after_commit_on_an_outside_broker(
 ):
     from ingest import queue
 
-    monkeypatch.setattr(queue, "orm_broker_in_database", lambda: False)
+    monkeypatch.setattr(queue, "tickets_used", lambda: False)
     with django_capture_on_commit_callbacks() as callbacks:
         deliver(load_fixture("daily.json"))
     assert len(callbacks) == 1
@@ -172,17 +172,15 @@ def test_body_exactly_at_the_cap_is_accepted(deliver, settings):
 def test_enqueue_failure_leaves_the_row_for_the_drain(
     deliver, django_capture_on_commit_callbacks, monkeypatch, orm_broker
 ):
-    from django_q.signing import SignedPackage
+    import django_q.tasks
 
     from ingest import queue
 
     def broken(*args, **kwargs):
         raise ConnectionError("redis is down")
 
-    # Every path signs its queue message: django-q2's async_task (Redis, SQLite's transaction)
-    # and ingest.queue.orm_message (PostgreSQL's one statement).
-    monkeypatch.setattr(SignedPackage, "dumps", broken)
-    monkeypatch.setattr(queue, "orm_broker_in_database", lambda: orm_broker)
+    monkeypatch.setattr(django_q.tasks, "async_task", broken)
+    monkeypatch.setattr(queue, "tickets_used", lambda: orm_broker)
     with django_capture_on_commit_callbacks(execute=True):
         response = deliver(load_fixture("daily.json"))
     assert response.status_code == 200
