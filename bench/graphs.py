@@ -5,9 +5,9 @@ same shape written as a code workflow with step.parallel.
     .venv/bin/python bench/graphs.py --branches 20 --runs 1
 
 Shapes (102 nodes/steps each): load → 100 × work (one per item) → done, with the branches'
-results merged (graph: fan-in `all` + merge `append`). Graph runs are measured on both
-interpreter versions: `graph-run` v2 (branches as lanes of one step.parallel, what new runs
-use) and v1 (branches one after another, kept for runs started before v2).
+results merged (graph: fan-in `all` + merge `append`). Graph runs are measured on the latest
+`graph-run` version (branches as lanes of one step.parallel: what new runs use) and on v1
+(branches one after another, kept for runs started before v2).
 Each shape runs in its own child process that creates the run and drives it to completion with
 the engine's runner in that process (threaded, as `runworkflows` does). Prints wall time,
 nodes/s, commits per node — commits = the pg_stat_database.xact_commit delta of a database only
@@ -137,7 +137,12 @@ def child(shape: str, branches: int, runs: int) -> dict:
     tag = f"{os.getpid()}-{time.time_ns()}"
     graph = shape.startswith("graph")
     if graph:
-        engine.workflow_version_activate(name="graph-run", version=1 if shape == "graph-v1" else 2)
+        from workflows.authoring import registry
+
+        latest = registry.versions("graph-run")[-1]
+        engine.workflow_version_activate(
+            name="graph-run", version=1 if shape == "graph-v1" else latest
+        )
     if graph and runs:
         name = f"bench-{tag}"
         document = {**graph_document(branches), "name": name}
@@ -241,7 +246,7 @@ def main() -> None:
     print(f"load: {Path('/proc/loadavg').read_text().strip()}")
     labels = {
         "graph-v1": "graph, graph-run v1 (branches one after another)",
-        "graph": "graph, graph-run v2 (branches as step.parallel lanes)",
+        "graph": "graph, graph-run latest (branches as step.parallel lanes)",
         "code": "code workflow, step.parallel",
     }
     for shape in ("graph-v1", "graph", "code"):

@@ -16,16 +16,19 @@ their token rows are cancelled in the projection. Run events are numbered as the
 (lanes write in any order), so `sequence_number` is the order of the history as stored.
 
 Step names: the join is `"<origin token> <fan-out ref>"`, its lanes `…/<branch index>/…`, the
-timer `…/deadline/deadline`; before the lanes start, `"… open"` stores the spawned tokens.
+timer `…/deadline/deadline`; before the lanes start, `"… open"` stores the spawned tokens, and
+a lane that waited stores its rows in `"…/lane end"`. v3's human node is the race
+`"<token> <node> answer"` (branches `any` and `token`).
 """
 
 import copy
 import dataclasses
+from datetime import datetime
 
 from django.db.models import Max
 
-from graphs import decisions, pointers
-from graphs.executor import Executor, GraphRunFailed, from_ms, write_projection
+from graphs import decisions, pointers, spec
+from graphs.executor import Executor, GraphRunFailed, from_ms, to_ms, write_projection
 from graphs.fanin import (
     apply_fan_in_timeout,
     check_group,
@@ -36,16 +39,20 @@ from graphs.fanin import (
 from graphs.models import GraphRunEvent, GraphToken
 from graphs.spec import Graph
 from graphs.state import CANCELLED, EXECUTING, FAILED, PENDING, WAITING, Group, RunState, Token
+from workflows import ParallelError, durations
 
 CANCEL_SCOPE = "_cancel_scope"  # a journal entry that is a projection write, not a run event
 
 
 class LaneExecutor(Executor):
-    def __init__(self, step, run, graph: Graph, state: RunState):
+    def __init__(self, step, run, graph: Graph, state: RunState, *, targeted: bool = False):
         super().__init__(step, run, graph, state)
         self.scope = ""
         self.joined: set[str] = set()
         self.timed_out = False
+        self.waited = False  # this lane ran a human, sleep or workflow node
+        # v3: a human node also answers to its token's own event type (spec.token_event_type)
+        self.targeted = targeted
 
     write = staticmethod(lambda *args: write_numbered(*args))
 
@@ -54,7 +61,7 @@ class LaneExecutor(Executor):
         lane = cls.__new__(cls)
         lane.__dict__.update(parent.__dict__)
         lane.step, lane.state, lane.scope = step, state, scope
-        lane.persisted, lane.joined, lane.timed_out = set(), set(), False
+        lane.persisted, lane.joined, lane.timed_out, lane.waited = set(), set(), False, False
         return lane
 
     # -- the top lane: the run -----------------------------------------------------------
@@ -107,6 +114,30 @@ class LaneExecutor(Executor):
                 return group
         return None
 
+    def wait_node(self, node, name: str, node_input: dict, started_ms: int):
+        """v3's human node: a race between an answer by event type (the first waiting branch
+        takes it, as in v1/v2) and one naming this token, so a person can answer one branch."""
+        self.waited = True
+        if node.kind != "human" or not self.targeted:
+            return super().wait_node(node, name, node_input, started_ms)
+        event_type = node.action["event_type"]
+        timeout = node.action.get("timeout", spec.DEFAULT_HUMAN_TIMEOUT_MS)
+        path = name.split(" ", 1)[0]
+
+        def wait(kind: str):
+            return lambda step: step.wait_for_event("wait", type=kind, timeout=timeout)
+
+        try:
+            _, event = self.step.race(
+                f"{name} answer",
+                {"any": wait(event_type), "token": wait(spec.token_event_type(event_type, path))},
+            )
+        except ParallelError as exc:
+            if all(e.get("name") == "WaitForEventTimeout" for e in exc.errors.values()):
+                return {"timed_out": True}, True, started_ms + durations.to_ms(timeout)
+            raise
+        return event["payload"], False, to_ms(datetime.fromisoformat(event["timestamp"]))
+
     # -- a fan-out: one lane per branch ---------------------------------------------------
 
     def join(self, group: Group) -> None:
@@ -133,6 +164,14 @@ class LaneExecutor(Executor):
         def run(step):
             lane = LaneExecutor.for_lane(self, step, fork(self.state, scope), scope)
             lane.advance()
+            if (
+                lane.waited
+                and lane.state.outcome is None
+                and (lane.state.journal or lane.state.dirty)
+            ):
+                # It waited, so its siblings may still wait: store its rows now rather than at
+                # the join (an answered human node must not look waiting to operators).
+                lane.record("lane end")
             return lane.result(group, index)
 
         return run

@@ -1,10 +1,13 @@
 """The interpreter workflow `graph-run`: one graph run = one engine instance (graphs/executor.py
 runs it; docs/graphs/README.md).
 
-Two versions are registered. v2 (new runs) runs each fan-out's branches as lanes of one
-step.parallel (graphs/lanes.py). v1 — the same function as before v2 existed — runs them one
-after another in token order; it stays registered so that runs started on it replay the step
-sequence they recorded (docs/workflows/faults.md, "keep old versions registered").
+Three versions are registered; each stays so that runs started on it replay the step sequence
+they recorded (docs/workflows/faults.md, "keep old versions registered"):
+- v3 (new runs): v2, and a human node also takes an answer naming its token
+  (POST /v1/graphs/runs/{id}/events with "token"), so one of several waiting branches can be
+  answered;
+- v2: each fan-out's branches run as lanes of one step.parallel (graphs/lanes.py);
+- v1 — the same function as before v2 existed — runs them one after another in token order.
 """
 
 from graphs import decisions, spec
@@ -16,7 +19,12 @@ from workflows import workflow
 
 
 # Registered first, so a deployment with no active-version row starts new runs on it (migration
-# graphs 0003 points an existing row at it).
+# graphs 0004 points an existing row at it).
+@workflow(name=GRAPH_WORKFLOW, version=3)
+def graph_run_v3(event, step):
+    return LaneExecutor(step, *load(event), targeted=True).run()
+
+
 @workflow(name=GRAPH_WORKFLOW, version=2)
 def graph_run_v2(event, step):
     return LaneExecutor(step, *load(event)).run()

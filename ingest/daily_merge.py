@@ -25,6 +25,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ingest.models import DailySummary, SleepSession
+from ingest.sqlrows import model_columns, model_rows
 from ingest.upsert import values_fit
 
 DAILY = "daily"
@@ -82,13 +83,13 @@ def _stamp(moment: datetime) -> str:
 
 
 @lru_cache(maxsize=4)
-def _sql(vendor: str) -> tuple[str, str]:
-    """(locking SELECT of one day's row, INSERT … ON CONFLICT DO NOTHING RETURNING it), plain
-    SQL built once: they run for every daily and sleep item, where the ORM's query building
-    cost more than the statements."""
+def _sql(vendor: str) -> tuple[str, str, str]:
+    """(locking SELECT of one day's row, INSERT … ON CONFLICT DO NOTHING RETURNING it, SELECT
+    of the day's non-nap sessions), plain SQL built once: they run for every daily and sleep
+    item, where the ORM's query building cost more than the statements."""
     q = connection.ops.quote_name
     fields = [f for f in DailySummary._meta.concrete_fields if not f.primary_key]
-    every = ", ".join(q(f.column) for f in DailySummary._meta.concrete_fields)
+    every = model_columns(DailySummary)
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     select = (
         f"SELECT {every} FROM daily_summary "
@@ -98,27 +99,36 @@ def _sql(vendor: str) -> tuple[str, str]:
         f"INSERT INTO daily_summary ({', '.join(q(f.column) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT DO NOTHING RETURNING {every}"
     )
-    return select, insert
+    # Without `raw` (a whole Terra item each: decoding it is most of the query's cost).
+    sessions = (
+        f"SELECT {model_columns(SleepSession, exclude=_NO_RAW)} FROM sleep_sessions "
+        "WHERE user_id = %s AND source = %s AND wake_date = %s "
+        "AND (is_nap IS NULL OR NOT is_nap)"
+    )
+    return select, insert, sessions
+
+
+_NO_RAW = frozenset({"raw"})
 
 
 def _locked(user_id: int, source: str, day: date, *, create: bool) -> DailySummary | None:
     """The day's row, locked until the transaction ends (created empty if missing and
     `create`): a row this transaction inserted is invisible, hence as good as locked, until it
     commits; a concurrent insert of the same day waits for ours and then finds it."""
-    select, insert = _sql(connection.vendor)
+    select, insert, _ = _sql(connection.vendor)
     key = [user_id, source, connection.ops.adapt_datefield_value(day)]
-    row = next(iter(DailySummary.objects.raw(select, key)), None)
-    if row is None and create:
+    found = model_rows(DailySummary, select, key)
+    if not found and create:
         blank = DailySummary(user_id=user_id, source=source, date=day)
         params = [
             f.get_db_prep_save(getattr(blank, f.attname), connection)
             for f in DailySummary._meta.concrete_fields
             if not f.primary_key
         ]
-        row = next(iter(DailySummary.objects.raw(insert, params)), None)
-        if row is None:  # another transaction inserted it first: wait for it, lock it
-            row = next(iter(DailySummary.objects.raw(select, key)), None)
-    return row
+        found = model_rows(DailySummary, insert, params)
+        if not found:  # another transaction inserted it first: wait for it, lock it
+            found = model_rows(DailySummary, select, key)
+    return found[0] if found else None
 
 
 def _shared(row: DailySummary, feeds: dict) -> dict:
@@ -222,11 +232,11 @@ def sleep_merge(*, user_id: int, source: str, day: date, create: bool = True) ->
     row = _locked(user_id, source, day, create=create)
     if row is None:
         return False
-    # Without `raw` (a whole Terra item each: decoding it is most of the query's cost).
-    sessions = (
-        SleepSession.objects.filter(user_id=user_id, source=source, wake_date=day)
-        .exclude(is_nap=True)
-        .defer("raw")
+    sessions = model_rows(
+        SleepSession,
+        _sql(connection.vendor)[2],
+        [user_id, source, connection.ops.adapt_datefield_value(day)],
+        exclude=_NO_RAW,
     )
     chosen = max(sessions, key=_longest, default=None)
     feeds = {feeder: dict(entries) for feeder, entries in row.feeds.items()}

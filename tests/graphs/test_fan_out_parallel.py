@@ -2,8 +2,11 @@
 waiting on people wait together and finish in any order, a fan-in settles as soon as its
 strategy or its timeout says so, and runs started on v1 keep replaying on v1."""
 
+import pytest
+
 from graphs import services
 from graphs.models import GraphToken
+from ops.errors import ApiError
 from tests.graphs.helpers import doc, node
 from tests.graphs.test_runs_harness import publish, start, status
 from workflows import services as engine
@@ -62,8 +65,8 @@ def test_every_branch_waits_at_once_and_answers_arrive_in_any_order(harness):
     assert sorted(a["n"] for a in final["answers"]) == [1, 2, 3, 4]
     assert final["finished"] is True
     assert set(asks(run).values()) == {"completed"}
-    waits = [n for n, s in step_statuses(harness, run).items() if n.endswith(" ask")]
-    assert len(waits) == 4  # one wait per branch, each answered once
+    answers = [s for n, s in step_statuses(harness, run).items() if n.endswith(" ask answer")]
+    assert answers == ["complete"] * 4  # one answer per branch
 
 
 def test_a_fan_in_timeout_fires_while_branches_still_wait(harness):
@@ -81,7 +84,7 @@ def test_a_fan_in_timeout_fires_while_branches_still_wait(harness):
     assert final["output"]["answers"] == [{"n": 1}]
     assert sorted(asks(run).values()) == ["cancelled", "cancelled", "completed"]
     steps = step_statuses(harness, run)
-    assert sorted(s for n, s in steps.items() if n.endswith(" ask")) == [
+    assert sorted(s for n, s in steps.items() if n.endswith(" ask answer/any/wait")) == [
         "cancelled",
         "cancelled",
         "complete",
@@ -224,3 +227,55 @@ def test_nested_fan_out_inside_a_branch_joins_before_its_outer_fan_in(harness):
     services.run_get(run_id=run.run_id)  # the projection is readable
     statuses = set(GraphToken.objects.filter(run=run).values_list("status", flat=True))
     assert statuses == {"completed"}
+
+
+def test_an_answer_naming_a_token_goes_to_that_branch(harness):
+    publish(waiting_doc({"strategy": "all"}))
+    run = start(harness, {"items": ["a", "b", "c"]})
+    services.run_send_event(run=run, type="answer", payload={"n": 2}, token="0.2.0")
+    harness.run_until_idle()
+    # Answered and arrived at the fan-in (its rows are stored while the others still wait).
+    assert asks(run) == {
+        "0.0.0": "executing",
+        "0.1.0": "executing",
+        "0.2.0": "waiting_for_siblings",
+    }
+    harness.advance("1 minute")
+    services.run_send_event(run=run, type="answer", payload={"n": 0})  # no token: first waiting
+    harness.run_until_idle()
+    assert asks(run)["0.0.0"] == "waiting_for_siblings" and asks(run)["0.1.0"] == "executing"
+    harness.advance("1 minute")
+    services.run_send_event(run=run, type="answer", payload={"n": 1}, token="0.1.0")
+    harness.run_until_idle()
+    final = status(harness, run)
+    assert final["status"] == "complete"
+    assert final["output"]["answers"] == [{"n": 2}, {"n": 0}, {"n": 1}]  # in answer order
+
+
+@pytest.mark.parametrize(
+    ("token", "type_", "code"),
+    [
+        ("0.9.0", "answer", "no_waiting_human"),  # no such token
+        ("0", "answer", "no_waiting_human"),  # not a human node
+        ("0.1.0", "other", "no_waiting_human"),  # waits for another type
+    ],
+)
+def test_an_answer_naming_a_token_that_does_not_wait_for_it_is_refused(harness, token, type_, code):
+    publish(waiting_doc({"strategy": "all"}))
+    run = start(harness, {"items": ["a", "b"]})
+    with pytest.raises(ApiError) as refused:
+        services.run_send_event(run=run, type=type_, payload={}, token=token)
+    assert (refused.value.status, refused.value.code) == (409, code)
+    assert token in refused.value.message
+
+
+def test_runs_on_older_interpreters_take_answers_by_type_only(harness):
+    publish(waiting_doc({"strategy": "all"}))
+    engine.workflow_version_activate(name="graph-run", version=2)
+    run = start(harness, {"items": ["a"]})
+    with pytest.raises(ApiError) as refused:
+        services.run_send_event(run=run, type="answer", payload={}, token="0.0.0")
+    assert (refused.value.status, refused.value.code) == (409, "event_not_targetable")
+    services.run_send_event(run=run, type="answer", payload={"n": 1})
+    harness.run_until_idle()
+    assert status(harness, run)["status"] == "complete"
