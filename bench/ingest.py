@@ -11,7 +11,8 @@ bodies), so the client costs as little CPU as possible on a 2-core box. It print
 asserts nothing.
 
 Targets (issue 2): ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 normalized/s with one
-2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body.
+2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body. Issue 10: the consumer's peak RSS
+with five 40 MB rows pending ≤ 4× one payload above its idle size.
 """
 
 import argparse
@@ -404,16 +405,16 @@ def gunicorn_worker_pid(master: int) -> int:
 
 
 def big_body(target: int) -> bytes:
-    """A daily delivery padded with heart-rate samples to `target` bytes (Terra's large
-    payloads are exactly this: dense sample streams)."""
+    """A daily delivery padded with heart-rate samples to `target` bytes, where Terra puts them
+    (data[].heart_rate_data.detailed.hr_samples: its large payloads are dense sample streams)."""
     from ingest import demo_payloads
 
     payload = demo_payloads.daily_payload("bench0", date(2026, 6, 1))
+    payload["data"][0]["heart_rate_data"]["detailed"] = {"hr_samples": ["SAMPLES"]}
+    head, tail = json.dumps(payload, separators=(",", ":")).split('"SAMPLES"')
     sample = '{"timestamp":"2026-06-01T00:00:00.000000+01:00","bpm":64}'
-    head = json.dumps(payload, separators=(",", ":"))[:-1] + ',"hr_samples":['
-    count = (target - len(head) - 2) // (len(sample) + 1)
-    text = head + ",".join([sample] * count) + "]}"
-    return text.encode()
+    count = (target - len(head) - len(tail)) // (len(sample) + 1)
+    return (head + ",".join([sample] * count) + tail).encode()
 
 
 def big_delivery(env: dict) -> dict:
@@ -466,9 +467,10 @@ def tree_pids(pid: int) -> list[int]:
     return found
 
 
-def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
+def big_rows_pending(env: dict, dbname: str, rows: int = 5, mb: int = 40) -> dict:
     """Peak RSS of the qcluster's worker processes while `rows` deliveries of `mb` MB each are
-    pending (issue 10 §6): one task is published, its batch claim meets all of them."""
+    pending (issue 10 §6): one task is published, its batch claim meets all of them. Also the
+    cluster's and PostgreSQL's CPU per row (start-up excluded)."""
     import hashlib
 
     from ingest.models import RawEvent, RawEventState
@@ -501,6 +503,10 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
         time.sleep(5)  # start-up: the worker is idle (nothing is published yet)
         workers = [p for p in tree_pids(cluster.pid) if p != cluster.pid]
         idle = {pid: rss_peak_kb(pid) for pid in workers}
+        load = load_average()
+        backends = BackendCpu(dbname)
+        backends.begin()
+        cpu_before = tree_cpu_seconds(cluster.pid)
         began = time.perf_counter()
         queue_publish(ids[0])
         peak = dict(idle)
@@ -508,11 +514,13 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
             for pid in tree_pids(cluster.pid):
                 with contextlib.suppress(FileNotFoundError):
                     peak[pid] = max(peak.get(pid, 0), rss_peak_kb(pid))
+            backends.sample()
             done = RawEvent.objects.filter(pk__in=ids).exclude(state=RawEventState.PENDING).count()
             if done == rows:
                 break
             time.sleep(0.1)
         seconds = time.perf_counter() - began
+        cpu = tree_cpu_seconds(cluster.pid) - cpu_before
     finally:
         os.killpg(cluster.pid, signal.SIGTERM)
         try:
@@ -530,6 +538,10 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
         "process_idle_peak_mb": round(idle_kb / 1024, 1),
         "process_peak_rss_mb": round(peak_kb / 1024, 1),
         "growth_over_largest_payload": round(growth, 2),
+        # includes the cluster's idle polling while the rows run
+        "cluster_cpu_s_per_row": round(cpu / rows, 2),
+        "postgres_cpu_s_per_row": round(backends.seconds() / rows, 2),
+        "load_avg_1m_before": load,
     }
 
 
@@ -703,7 +715,9 @@ def main() -> None:
         flush=True,
     )
     if args.big_pending:
-        print(f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url)))}", flush=True)
+        print(
+            f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url), args.db))}", flush=True
+        )
         return
     if args.normalize:
         normalize_only(url, args)
