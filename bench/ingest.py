@@ -25,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -36,6 +37,7 @@ PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET = "bench-secret"
 USERS = 50
+PROMETHEUS_DIR = tempfile.mkdtemp(prefix="vf-bench-prometheus-")
 
 
 # --- set-up ------------------------------------------------------------------------------
@@ -59,6 +61,8 @@ def server_env(database_url: str, redis_url: str = "") -> dict:
         "LOG_LEVEL": "WARNING",
         "Q_CLUSTER_NAME": "vfbench",
         "PYTHONUNBUFFERED": "1",
+        # as `manage.py serve` runs it: counters in files every process adds up
+        "PROMETHEUS_MULTIPROC_DIR": PROMETHEUS_DIR,
     }
 
 
@@ -86,12 +90,24 @@ def django_setup(database_url: str, redis_url: str = "") -> None:
     django.setup()
 
 
-def start_gunicorn(env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
+def start_gunicorn(
+    env: dict,
+    port: int,
+    workers: int,
+    threads: int,
+    app: str = "config.wsgi:application",
+    tree: Path = ROOT,
+) -> subprocess.Popen:
+    """gunicorn as `manage.py serve` runs it (its config file; the bench sets the Prometheus
+    multiprocess directory like serve does), without serve's access log. `tree`: the checkout
+    whose code it serves (--baseline-tree: another commit, same database and client)."""
     args = [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        app,
+        "--config",
+        "python:config.gunicorn_conf",
         "-b",
         f"127.0.0.1:{port}",
         "-w",
@@ -106,7 +122,9 @@ def start_gunicorn(env: dict, port: int, workers: int, threads: int) -> subproce
     ]
     if threads > 1:
         args += ["-k", "gthread", "--threads", str(threads)]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env)
+    if tree != ROOT:
+        env = {**env, "PYTHONPATH": str(tree)}
+    proc = subprocess.Popen(args, cwd=tree, env=env)
     wait_up(f"http://127.0.0.1:{port}/webhook/terra", proc)
     return proc
 
@@ -327,7 +345,7 @@ def reset_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE raw_events, trace_events, daily_summary, sleep_sessions, activities, "
-            "django_q_ormq, django_q_task RESTART IDENTITY CASCADE"
+            "django_q_ormq, django_q_task, ingest_consume_tickets RESTART IDENTITY CASCADE"
         )
 
 
@@ -636,38 +654,107 @@ def normalize_only(url: str, args) -> None:
     print(f"[normalize, ORM broker] {json.dumps(drain)}", flush=True)
 
 
-def run_broker(name: str, url: str, redis_url: str, args) -> dict:
-    env = server_env(url, redis_url)
-    reset_tables()
-    if redis_url:
-        import redis
+def database_counters(dbname: str) -> tuple[int, int]:
+    """(transactions, rows inserted) so far in the bench database (pg_stat_database)."""
+    from django.db import connection
 
-        redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT xact_commit + xact_rollback, tup_inserted FROM pg_stat_database "
+            "WHERE datname = %s",
+            [dbname],
+        )
+        return cursor.fetchone()
+
+
+def accept_phase(
+    name: str, env: dict, args, app: str = "config.wsgi:application", tree: Path = ROOT
+) -> dict:
+    """Post args.n signed deliveries at args.c connections to `app` behind gunicorn; figures
+    with the CPU split per request: the load generator (client), the gunicorn tree (web) and
+    the bench database's PostgreSQL backends."""
+    reset_tables()
     port = free_port()
-    server = start_gunicorn(env, port, args.workers, args.threads)
+    server = start_gunicorn(env, port, args.workers, args.threads, app, tree)
     try:
         target = f"http://127.0.0.1:{port}/webhook/terra"
-        post_all(target, bodies(200, f"{name}-warm"), args.c)  # warm every worker
+        post_all(target, bodies(300, f"{name}-warm"), args.c)  # warm every worker
         reset_tables()
-        if redis_url:
-            redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+        if env.get("REDIS_URL"):
+            import redis
+
+            redis.Redis.from_url(env["REDIS_URL"]).delete("django_q:vfbench:q")
         payloads = bodies(args.n, f"{name}-{time.time()}")
         load = load_average()
         backends = BackendCpu(args.db)
         backends.begin()
+        xacts, inserted = database_counters(args.db)
         ticks = machine_ticks()
         cpu_before = tree_cpu_seconds(server.pid)
         accept = post_all(target, payloads, args.c)
-        accept["web_cpu_ms_per_delivery"] = round(
-            (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000, 2
-        )
+        web_ms = (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000
         backends.sample()
-        accept["postgres_cpu_ms_per_delivery"] = round(backends.seconds() / args.n * 1000, 2)
-        accept["machine_busy_percent"] = busy_percent(ticks, machine_ticks())
-        accept["load_avg_1m_before"] = load
+        busy = busy_percent(ticks, machine_ticks())
+        time.sleep(0.6)  # pg_stat_database is fed by the backends every 500 ms or so
+        xacts_after, inserted_after = database_counters(args.db)
     finally:
         stop(server)
+    pg_ms = backends.seconds() / args.n * 1000
+    accept["web_cpu_ms_per_delivery"] = round(web_ms, 3)
+    accept["postgres_cpu_ms_per_delivery"] = round(pg_ms, 3)
+    accept["machine_cpu_ms_per_delivery"] = round(
+        web_ms + pg_ms + accept["client_cpu_ms_per_delivery"], 3
+    )
+    accept["db_transactions_per_delivery"] = round((xacts_after - xacts) / args.n, 2)
+    accept["db_rows_inserted_per_delivery"] = round((inserted_after - inserted) / args.n, 2)
+    accept["machine_busy_percent"] = busy
+    accept["load_avg_1m_before"] = load
     print(f"[{name}] accept: {json.dumps(accept)}", flush=True)
+    return accept
+
+
+FLOORS = (
+    ("floor:bare-wsgi", "bench.wsgi_floor:bare"),
+    ("floor:django-empty-view", "bench.wsgi_floor:django_empty"),
+)
+
+
+def accept_with_floors(url: str, args) -> dict:
+    """The webhook (ORM broker) beside what gunicorn alone and an empty Django view cost, in the
+    same run: the webhook's own share is its figure minus the empty view's."""
+    env = server_env(url)
+    results = {name: accept_phase(name, env, args, app) for name, app in FLOORS}
+    if args.baseline_tree:
+        tree = Path(args.baseline_tree).resolve()
+        results["baseline"] = accept_phase(f"orm baseline {tree.name}", env, args, tree=tree)
+    results["webhook"] = accept_phase("orm", env, args)
+    empty, hook = results["floor:django-empty-view"], results["webhook"]
+    print(
+        "[summary] web CPU ms/delivery: webhook "
+        f"{hook['web_cpu_ms_per_delivery']} (target <= 1.0), empty Django view "
+        f"{empty['web_cpu_ms_per_delivery']}, bare gunicorn "
+        f"{results['floor:bare-wsgi']['web_cpu_ms_per_delivery']}"
+        + (
+            f", baseline webhook {results['baseline']['web_cpu_ms_per_delivery']} "
+            f"(PostgreSQL {results['baseline']['postgres_cpu_ms_per_delivery']}, "
+            f"{results['baseline']['accepted_per_s']}/s)"
+            if "baseline" in results
+            else ""
+        )
+        + f"; PostgreSQL "
+        f"{hook['postgres_cpu_ms_per_delivery']}; client {hook['client_cpu_ms_per_delivery']}; "
+        f"accepted/s {hook['accepted_per_s']} (target >= 1000) p99 {hook['p99_ms']} ms "
+        f"(target <= 50) at C={args.c}, gunicorn {args.workers}x{args.threads}; "
+        f"load {hook['load_avg_1m_before']}",
+        flush=True,
+    )
+    return results
+
+
+def run_broker(name: str, url: str, redis_url: str, args) -> dict:
+    env = server_env(url, redis_url)
+    accept = accept_phase(name, env, args)
     drain = drain_with_qcluster(env, args.n, args.db)
     print(f"[{name}] drain:  {json.dumps(drain)}", flush=True)
     return {"accept": accept, "drain": drain}
@@ -692,6 +779,17 @@ def main() -> None:
         "--normalize",
         action="store_true",
         help="only the normalize rate (ORM broker) beside django-q2's no-op drain",
+    )
+    parser.add_argument(
+        "--accept-only",
+        action="store_true",
+        help="only the accept figures: bare gunicorn, an empty Django view and the webhook "
+        "(ORM broker), side by side with the CPU split",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        help="with --accept-only: also measure the webhook of this checkout (e.g. a worktree "
+        "of main) in the same run, same database schema",
     )
     parser.add_argument(
         "--reuse-db", action="store_true", help="keep the bench database from the last run"
@@ -721,6 +819,9 @@ def main() -> None:
         return
     if args.normalize:
         normalize_only(url, args)
+        return
+    if args.accept_only:
+        accept_with_floors(url, args)
         return
     results = {}
     for broker in filter(None, args.brokers.split(",")):
