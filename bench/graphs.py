@@ -256,7 +256,7 @@ def main() -> None:
         total_nodes = nodes * args.runs
         commits_net = result["commits"] - idle["commits"]
         print(
-            f"{labels[shape]:<54} {result['seconds']:6.2f} s  "
+            f"{labels[shape]:<58} {result['seconds']:6.2f} s  "
             f"{total_nodes / result['seconds']:7.1f} nodes/s  "
             f"{commits_net / total_nodes:5.2f} commits/node  "
             f"{1000 * result['cpu'] / total_nodes:5.2f} ms CPU/node  "
