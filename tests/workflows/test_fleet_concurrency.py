@@ -9,7 +9,7 @@ import pytest
 from tests.workflows.test_http_support import ALL_SCOPES, new_key
 from workflows import get_workflow, services
 from workflows.errors import InvalidPriority
-from workflows.models import WorkflowInstance
+from workflows.models import WorkflowInstance, WorkflowTask
 from workflows.runner.claim import claim_next, next_due_at
 
 
@@ -36,6 +36,19 @@ def test_new_runs_start_higher_priority_first_then_oldest(harness):
     services.instance_create(workflow_name="noop3", instance_id="p9-young", priority=9)
     services.instance_create(workflow_name="noop3", instance_id="default")  # priority 5
     assert claim_all() == ["p9-old", "p9-young", "p5", "default", "p1", "p0"]
+
+
+def test_tasks_due_at_the_same_time_are_claimed_oldest_first(harness):
+    """Equal priority and due time: the older task goes first, whatever the physical order of
+    the rows (on PostgreSQL an updated row moves; the index alone would order ties by where
+    each row version sits)."""
+    for instance_id in ("first", "second", "third"):
+        services.instance_create(workflow_name="noop3", instance_id=instance_id)
+    due = harness.runtime.now() + timedelta(seconds=5)
+    for instance_id in ("third", "first", "second"):  # rewritten newest first
+        WorkflowTask.objects.filter(instance__instance_id=instance_id).update(run_at=due)
+    harness.runtime.advance(timedelta(seconds=5))
+    assert claim_all() == ["first", "second", "third"]
 
 
 def test_wakes_still_go_before_new_runs_of_the_highest_priority(harness):
