@@ -10,10 +10,12 @@ Prints, for sequential 3-step no-op workflows (create + run, one after another, 
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
 server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
 1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
-wake latency after a 1 s sleep (p50/p99). Fleet (issue 13): the claim rate of 4 runners with a
-concurrency cap set (global cap, and a cap per key), cron fire lateness (p50/p99 over 30 minutely
-schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2 runners keep
-running, with their throughput before and during the GC.
+wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
+the runner processes and of their PostgreSQL backends (from /proc), steadier than wall time on a
+shared machine. Fleet (issue 13): the claim rate of 4 runners with a concurrency cap set (global
+cap, and a cap per key) beside the same runners with no cap, cron fire lateness (p50/p99 over 30
+minutely schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2
+runners keep running, with their throughput before and during the GC.
 
 --only makerun starts `make run`'s process set (manage.py rundemo --no-feed: web, qcluster and
 a runworkflows runner, supervised) on a fresh SQLite file and/or PostgreSQL database, acts as
@@ -25,7 +27,8 @@ of idleness, read from /proc/<pid>/stat.
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
 and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
-postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's vf_bench_dbos for DBOS.
+postgres://postgres@127.0.0.1:5432/vf_bench_wf), the same server's vf_bench_dbos for DBOS and
+<bench database>_makerun for --only makerun (dropped and created afresh).
 DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
 
 --faults (docs/workflows/faults.md): instances errored while every runner backend is terminated
@@ -79,6 +82,9 @@ def commits(name: str) -> int:
 
 
 SAMPLE_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows,tests.workflows.fleet_workflows"
+# Runners measured on noop3 load no capped workflow: a deployment that caps any workflow claims
+# through the capped statement for all of them (workflows.runner.claim), measured separately.
+UNCAPPED_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows"
 
 
 def child_env(*, async_commit: bool = False, modules: str = SAMPLE_MODULES) -> dict:
@@ -215,7 +221,7 @@ def reset_tables() -> None:
     connections.close_all()
 
 
-def start_runners(count: int, *, poll: float, modules: str = SAMPLE_MODULES) -> list:
+def start_runners(count: int, *, poll: float, modules: str = UNCAPPED_MODULES) -> list:
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
     return [
         subprocess.Popen(cmd, cwd=ROOT, env=child_env(modules=modules), stdout=subprocess.DEVNULL)
@@ -230,8 +236,11 @@ def stop_runners(procs: list[subprocess.Popen]) -> None:
         proc.wait(30)
 
 
-def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -> None:
-    """`params(i)` gives instance i's params (the capped runs: which key it belongs to)."""
+def throughput(
+    runners: int, total: int, workflow: str = "noop3", params=None, modules=UNCAPPED_MODULES
+) -> None:
+    """`params(i)` gives instance i's params (the capped runs: which key it belongs to);
+    `modules` is what the runners load (SAMPLE_MODULES: a deployment with capped workflows)."""
     import psycopg
     from django.db import connections
 
@@ -249,13 +258,19 @@ def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -
         )
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
-    procs = start_runners(runners, poll=0.2)
+    procs = start_runners(runners, poll=0.2, modules=modules)
     time.sleep(3 + runners)  # Django start-up is not what we measure
     database = urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
+    backends = monitor.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+        [database],
+    ).fetchall()
+    cpu_pids = [proc.pid for proc in procs] + [pid for (pid,) in backends]
+    cpu_before = {pid: cpu_seconds(pid) for pid in cpu_pids}
     monitor.execute("UPDATE workflow_task SET run_at = now()")
-    reads = 1
+    reads = 2
     started = last_time = time.perf_counter()
     last_done, rates, done = 0, [], 0
     while done < total:
@@ -269,15 +284,26 @@ def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -
             rates.append(f"{(done - last_done) / (now - last_time):.0f}")
             last_done, last_time = done, now
     seconds = time.perf_counter() - started
+    cpu = {pid: cpu_seconds(pid) - cpu_before[pid] for pid in cpu_pids if alive(pid)}
     stop_runners(procs)
     monitor.close()
     time.sleep(0.7)
     used = commits(database) - before - reads
+    runner_cpu = sum(cpu.get(proc.pid, 0.0) for proc in procs)
+    backend_cpu = sum(cpu.values()) - runner_cpu
     print(
         f"  {runners} runner(s): {total / seconds:7.1f} workflows/s {3 * total / seconds:7.1f} "
         f"steps/s {used / (3 * total):5.2f} commits/step boundary ({total} in {seconds:.1f} s)"
     )
+    print(
+        f"    CPU per workflow: runners {1000 * runner_cpu / total:.2f} ms, their PostgreSQL "
+        f"backends {1000 * backend_cpu / total:.2f} ms"
+    )
     print(f"    claims/s every 2 s: {' '.join(rates)}")
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").exists()
 
 
 def wake_latency(count: int) -> None:
@@ -319,11 +345,23 @@ def wake_latency(count: int) -> None:
 
 def capped(total: int) -> None:
     """The claim rate of 4 runners when the workflow has a cap: fleet-capped (2 at once) and
-    fleet-per-user (1 at once per user, 200 users). Compare with the uncapped rows above."""
+    fleet-per-user (1 at once per user, 200 users), after the same 4 runners on noop3 with no
+    cap, in a deployment that caps nothing (one-statement claim) and in one that caps another
+    workflow (the capped claim: skip full groups, lock and recount a capped row's group)."""
+    print(f"  noop3, a deployment that caps nothing, {total} instances:")
+    throughput(4, total)
+    print(f"  noop3 (no cap), a deployment that caps other workflows, {total} instances:")
+    throughput(4, total, modules=SAMPLE_MODULES)
     print(f"  fleet-capped (concurrency=2), {total} instances:")
-    throughput(4, total, "fleet-capped")
+    throughput(4, total, "fleet-capped", modules=SAMPLE_MODULES)
     print(f"  fleet-per-user (concurrency=1 per user, 200 users), {total} instances:")
-    throughput(4, total, "fleet-per-user", params=lambda i: {"user": f"u{i % 200}"})
+    throughput(
+        4,
+        total,
+        "fleet-per-user",
+        params=lambda i: {"user": f"u{i % 200}"},
+        modules=SAMPLE_MODULES,
+    )
 
 
 def cron_lateness(minutes: int) -> None:
@@ -453,7 +491,12 @@ def gc_while_running(finished: int, backlog: int) -> None:
 
 # -- wake latency and idle CPU under `make run` (issue 9 item 5) ---------------------------------
 
-MAKERUN_DATABASE = "vf_bench_makerun"
+
+def makerun_database() -> str:
+    """The bench database's name + _makerun (dropped and created afresh by each run)."""
+    return urlsplit(db_url()).path.lstrip("/") + "_makerun"
+
+
 MAKERUN_MODULES = "workflows.examples,tests.workflows.sample_workflows"
 MAKERUN_KINDS = {
     "sleep": ("wake-sleep", "sleep"),
@@ -485,9 +528,9 @@ def makerun_env(db: str, var_dir: str) -> dict:
     )
     if db == "postgres":
         with admin_connect() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{MAKERUN_DATABASE}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{MAKERUN_DATABASE}"')
-        env["DATABASE_URL"] = db_url(MAKERUN_DATABASE)
+            conn.execute(f'DROP DATABASE IF EXISTS "{makerun_database()}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{makerun_database()}"')
+        env["DATABASE_URL"] = db_url(makerun_database())
     return env
 
 
