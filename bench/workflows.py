@@ -781,8 +781,25 @@ def lease_steals(skew: int) -> None:
     print(f"  lease steals at {skew:+d} s skew: {steals} extra executions of {len(runs)} steps")
 
 
+def guard_cost(n: int = 200_000) -> None:
+    """Runner CPU the storage-fault handling adds to each step boundary when nothing fails: the
+    guarded() block around the commit and the two fault-hook checks (persist.persist_boundary),
+    timed in this process with no database. Compare with the runner CPU per workflow of the
+    throughput rows (3 step boundaries each)."""
+    from workflows.runner import storage_faults
+
+    started = time.process_time()
+    for _ in range(n):
+        with storage_faults.guarded():
+            storage_faults.inject("boundary_commit_before")
+            storage_faults.inject("boundary_commit_after")
+    per_boundary = (time.process_time() - started) / n
+    print(f"  fault handling per step boundary: {per_boundary * 1e6:.2f} us of runner CPU")
+
+
 def faults() -> None:
     print("\nFaults (docs/workflows/faults.md):")
+    guard_cost()
     backend_killer()
     for skew in (600, -600):
         lease_steals(skew)
