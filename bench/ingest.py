@@ -533,6 +533,97 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
     }
 
 
+def record_in_process(n: int, salt: str) -> None:
+    """n signed deliveries recorded through the webhook's own function (raw_event_record: row,
+    traces and queue publish in one transaction), without HTTP: the normalize bench's input."""
+    from ingest.deliveries import raw_event_record
+    from ingest.signature import signature_header_value
+
+    for body in bodies(n, salt):
+        headers = {"Terra-Signature": signature_header_value(body, secret=SECRET)}
+        raw_event_record(body=body, headers=headers, request_id="bench")
+
+
+def noop_drain(env: dict, n: int, dbname: str) -> dict:
+    """django-q2's own floor: n no-op tasks on the ORM broker drained by one 2-worker cluster
+    (the same cluster settings as the consumer's), timed until the queue is empty."""
+    from django.db import transaction
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
+    from ingest.queue import _get_broker
+
+    reset_tables()
+    with transaction.atomic():
+        for i in range(n):
+            async_task("operator.pos", i, broker=_get_broker(), save=False)
+    return _timed_cluster(env, n, dbname, lambda: OrmQ.objects.count())
+
+
+def _timed_cluster(env: dict, total: int, dbname: str, left) -> dict:
+    """Start one qcluster (2 workers) and time it until left() is 0, with the CPU split."""
+    backends = BackendCpu(dbname)
+    backends.begin()
+    ticks = machine_ticks()
+    load = load_average()
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**env, "Q_WORKERS": "2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.perf_counter()
+    first = None
+    cpu = cpu_at_first = 0.0
+    try:
+        while True:
+            remaining = left()
+            if first is None and remaining < total:
+                first = time.perf_counter()
+                cpu_at_first = cpu  # the cluster's start-up, left out of the per-unit figure
+            if remaining == 0 or time.perf_counter() - started > 600:
+                break
+            cpu = tree_cpu_seconds(cluster.pid)
+            backends.sample()
+            time.sleep(0.05)
+        done = time.perf_counter()
+        ticks_after = machine_ticks()
+    finally:
+        stop(cluster)
+    busy = done - (first or started)
+    return {
+        "load_avg_1m_before": load,
+        "n": total,
+        "seconds_from_first": round(busy, 2),
+        "seconds_incl_startup": round(done - started, 2),
+        "per_s": round(total / busy, 1) if busy else None,
+        # from the first unit done (the cluster's start-up before it left out)
+        "cluster_cpu_ms_each": round((cpu - cpu_at_first) / total * 1000, 2),
+        "cluster_startup_cpu_s": round(cpu_at_first, 2),
+        "postgres_cpu_ms_each": round(backends.seconds() / total * 1000, 2),
+        "machine_busy_percent": busy_percent(ticks, ticks_after),
+    }
+
+
+def normalize_only(url: str, args) -> None:
+    """Issue 15's normalization figure: one 2-worker cluster on the ORM broker draining N rows
+    recorded as the webhook records them, beside django-q2's own no-op drain of N tasks, both
+    in this run, each with the cluster / PostgreSQL CPU split and the load."""
+    from ingest.models import RawEvent, RawEventState
+
+    env = server_env(url)
+    noop = noop_drain(env, args.n, args.db)
+    print(f"[django-q2 no-op drain] {json.dumps(noop)}", flush=True)
+    reset_tables()
+    record_in_process(args.n, f"normalize-{time.time()}")
+    pending = RawEvent.objects.filter(state=RawEventState.PENDING)
+    drain = _timed_cluster(env, args.n, args.db, pending.count)
+    drain["states"] = counts()
+    drain["over_noop_drain"] = round(drain["per_s"] / noop["per_s"], 2)
+    print(f"[normalize, ORM broker] {json.dumps(drain)}", flush=True)
+
+
 def run_broker(name: str, url: str, redis_url: str, args) -> dict:
     env = server_env(url, redis_url)
     reset_tables()
@@ -586,6 +677,11 @@ def main() -> None:
         help="only the consumer's peak RSS with five 40 MB rows pending",
     )
     parser.add_argument(
+        "--normalize",
+        action="store_true",
+        help="only the normalize rate (ORM broker) beside django-q2's no-op drain",
+    )
+    parser.add_argument(
         "--reuse-db", action="store_true", help="keep the bench database from the last run"
     )
     args = parser.parse_args()
@@ -608,6 +704,9 @@ def main() -> None:
     )
     if args.big_pending:
         print(f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url)))}", flush=True)
+        return
+    if args.normalize:
+        normalize_only(url, args)
         return
     results = {}
     for broker in filter(None, args.brokers.split(",")):

@@ -26,6 +26,7 @@ from graphs.models import DefinitionStatus, GraphBinding, GraphDefinition, Graph
 from ops.services import audit_log_write
 from workflows import limits, runtime
 from workflows import services as engine
+from workflows.models import WorkflowEvent
 
 GRAPH_WORKFLOW = "graph-run"  # graphs/workflows.py registers it
 
@@ -300,21 +301,54 @@ def run_get(*, run_id: str) -> GraphRun:
     return found
 
 
+TARGETED_VERSION = 3  # graph-run versions from this one take answers naming a token
+
+
 def run_send_event(
     *,
     run: GraphRun,
-    type: str,
+    type: str,  # noqa: A002
     payload=None,
+    token: str | None = None,
     actor=None,
-    request=None,  # noqa: A002
+    request=None,
 ):
-    """What a person's approval sends to a waiting `human` node (the console does the same)."""
-    event = engine.instance_send_event(instance=run.instance, type=type, payload=payload)
+    """What a person's approval sends to a waiting `human` node (the console does the same).
+    Without `token` the first branch waiting for `type` takes it; with `token` only that
+    token's human node does (runs on graph-run v3 and later), and it must be waiting."""
+    engine_type = type
+    if token is not None:
+        engine_type = _token_event_type(run, type, token)
+    event = engine.instance_send_event(instance=run.instance, type=engine_type, payload=payload)
     _audit(
         "graph_run.send_event",
         resource=f"graph_run:{run.run_id}",
         actor=actor,
         request=request,
-        metadata={"type": type},
+        metadata={"type": type, **({"token": token} if token is not None else {})},
     )
     return event
+
+
+def _token_event_type(run: GraphRun, event_type: str, token: str) -> str:
+    from graphs import selectors
+    from graphs.errors import EventNotTargetable, NoWaitingHuman
+
+    if run.instance.version < TARGETED_VERSION:
+        raise EventNotTargetable(
+            f"run {run.run_id!r} runs on graph-run v{run.instance.version}, whose human nodes "
+            "take answers by event type only: send it without a token"
+        )
+    if token not in selectors.waiting_human_tokens(run, event_type=event_type):
+        raise NoWaitingHuman(
+            f"token {token!r} of run {run.run_id!r} is not a human node waiting for {event_type!r}"
+        )
+    engine_type = spec.token_event_type(event_type, token)
+    if WorkflowEvent.objects.filter(
+        instance=run.instance,
+        run_number=run.instance.run_number,
+        type=engine_type,
+        consumed_at__isnull=True,
+    ).exists():
+        raise NoWaitingHuman(f"token {token!r} of run {run.run_id!r} already has an answer")
+    return engine_type

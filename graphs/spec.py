@@ -7,6 +7,7 @@ refs, conditions, fan-out/fan-in pairing, merges), JSON Schemas, reachability fr
 node, and cycles (a transition that closes one needs loop_config.max_iterations).
 """
 
+import hashlib
 import re
 import string
 from dataclasses import dataclass, field
@@ -72,6 +73,15 @@ MAX_TRANSITIONS = 500
 MAX_SPAWN = 1000
 DEFAULT_PRIORITY = 1
 DEFAULT_HUMAN_TIMEOUT_MS = 24 * 3_600_000
+
+
+def token_event_type(event_type: str, path: str) -> str:
+    """The engine event type that answers only token `path`'s human node (graph-run v3): the
+    node's type, "--", the path with "_" for "." (a hash of the path when that is too long)."""
+    full = f"{event_type}--{path.replace('.', '_')}"
+    if len(full) <= 100:
+        return full
+    return f"{event_type}--{hashlib.sha256(path.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)

@@ -340,3 +340,16 @@ class ImportJob(models.Model):
 
     def __str__(self):
         return f"import {self.user} {self.start_date}…{self.end_date}"
+
+
+class ConsumeTicket(models.Model):
+    """A consume task queued on the ORM broker and not started yet (ingest.queue): deliveries
+    that find one join it instead of queueing a task each, so one task drains many rows."""
+
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingest_consume_tickets"
+
+    def __str__(self):
+        return f"ticket {self.pk} {self.created_at:%H:%M:%S}"

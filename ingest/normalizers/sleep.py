@@ -18,6 +18,7 @@ from ingest.normalizers.common import (
     written_date,
 )
 from ingest.registry import NormalizeResult, register
+from ingest.sqlrows import model_columns, model_rows
 from ingest.upsert import Upserted, upsert_newest
 
 
@@ -61,12 +62,22 @@ def efficiency_percent(value) -> float | None:
 
 
 def _stored_wake(user_id: int, source: str, key: str) -> tuple[date | None, bool] | None:
-    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision."""
-    return (
-        SleepSession.objects.filter(user_id=user_id, source=source, record_key=key)
-        .values_list("wake_date", "is_nap")
-        .first()
+    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision.
+    Plain SQL: it runs for every sleep item, and the ORM's query building cost more than it."""
+    sql = (
+        f"SELECT {model_columns(SleepSession, exclude=_ONLY_WAKE)} FROM sleep_sessions "
+        "WHERE user_id = %s AND source = %s AND record_key = %s"
     )
+    found = model_rows(SleepSession, sql, [user_id, source, key], exclude=_ONLY_WAKE)
+    return (found[0].wake_date, found[0].is_nap) if found else None
+
+
+# Every column but these is left out (deferred) of the stored-session lookup.
+_ONLY_WAKE = frozenset(
+    f.name
+    for f in SleepSession._meta.concrete_fields
+    if f.name not in ("id", "wake_date", "is_nap")
+)
 
 
 @register("sleep")
