@@ -259,18 +259,14 @@ def throughput(
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
     procs = start_runners(runners, poll=0.2, modules=modules)
-    time.sleep(3 + runners)  # Django start-up is not what we measure
     database = urlsplit(db_url()).path.lstrip("/")
-    before = commits(database)
     monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
-    backends = monitor.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-        [database],
-    ).fetchall()
-    cpu_pids = [proc.pid for proc in procs] + [pid for (pid,) in backends]
-    cpu_before = {pid: cpu_seconds(pid) for pid in cpu_pids}
+    meter = CpuMeter(monitor, database, procs)
+    meter.wait_connected(2 * runners)  # Django start-up is not what we measure
+    before = commits(database)
+    meter.start()
     monitor.execute("UPDATE workflow_task SET run_at = now()")
-    reads = 2
+    reads = 3
     started = last_time = time.perf_counter()
     last_done, rates, done = 0, [], 0
     while done < total:
@@ -278,22 +274,23 @@ def throughput(
         done = monitor.execute(
             "SELECT count(*) FROM workflow_instance WHERE status = 'complete'"
         ).fetchone()[0]
-        reads += 1
+        meter.sample()
+        reads += 2
         now = time.perf_counter()
         if now - last_time >= 2 or done >= total:
             rates.append(f"{(done - last_done) / (now - last_time):.0f}")
             last_done, last_time = done, now
     seconds = time.perf_counter() - started
-    cpu = {pid: cpu_seconds(pid) - cpu_before[pid] for pid in cpu_pids if alive(pid)}
+    runner_cpu, backend_cpu = meter.sample()
     stop_runners(procs)
     monitor.close()
     time.sleep(0.7)
     used = commits(database) - before - reads
-    runner_cpu = sum(cpu.get(proc.pid, 0.0) for proc in procs)
-    backend_cpu = sum(cpu.values()) - runner_cpu
+    steps = STEPS_PER_WORKFLOW[workflow]
     print(
-        f"  {runners} runner(s): {total / seconds:7.1f} workflows/s {3 * total / seconds:7.1f} "
-        f"steps/s {used / (3 * total):5.2f} commits/step boundary ({total} in {seconds:.1f} s)"
+        f"  {runners} runner(s): {total / seconds:7.1f} workflows/s "
+        f"{steps * total / seconds:7.1f} steps/s {used / (steps * total):5.2f} commits/step "
+        f"boundary ({total} in {seconds:.1f} s)"
     )
     print(
         f"    CPU per workflow: runners {1000 * runner_cpu / total:.2f} ms, their PostgreSQL "
@@ -302,8 +299,50 @@ def throughput(
     print(f"    claims/s every 2 s: {' '.join(rates)}")
 
 
-def alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").exists()
+STEPS_PER_WORKFLOW = {"noop3": 3, "fleet-capped": 2, "fleet-per-user": 1}
+
+
+class CpuMeter:
+    """CPU seconds (/proc/<pid>/stat) of the runner processes and of the database's backends
+    from start() on. Backends are listed from pg_stat_activity at each sample; one first seen
+    later counts from then, one gone keeps its last reading."""
+
+    def __init__(self, monitor, database: str, procs: list):
+        self.monitor, self.database, self.procs = monitor, database, procs
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def backends(self) -> list[int]:
+        rows = self.monitor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'",
+            [self.database],
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
+    def wait_connected(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.backends()) < count and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(1)
+
+    def start(self) -> None:
+        self.first.clear()
+        self.last.clear()
+        self.sample()
+
+    def sample(self) -> tuple[float, float]:
+        """(runner CPU, backend CPU) so far."""
+        for pid in [proc.pid for proc in self.procs] + self.backends():
+            try:
+                used = cpu_seconds(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            self.first.setdefault(pid, used)
+            self.last[pid] = used
+        used = {pid: self.last[pid] - self.first[pid] for pid in self.last}
+        runner = sum(used.get(proc.pid, 0.0) for proc in self.procs)
+        return runner, sum(used.values()) - runner
 
 
 def wake_latency(count: int) -> None:
