@@ -110,6 +110,11 @@ class RawEvent(models.Model):
             cached = self.__dict__["_payload_cache"] = (body, parsed)
         return cached[1]
 
+    def payload_provide(self, parsed: dict) -> None:
+        """Serve `parsed` as the payload of the body as it is now (the consumer's stream parse
+        of a big body, which it leaves unloaded: only what its normalizer reads)."""
+        self.__dict__["_payload_cache"] = (self.body, parsed)
+
     @payload.setter
     def payload(self, value) -> None:
         """Tests, fixtures and the simulator build rows from a dict: store its compact JSON."""

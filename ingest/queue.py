@@ -17,6 +17,7 @@ is not joined (its task may be lost or stuck behind other work: a new one costs 
 """
 
 import logging
+import uuid
 from datetime import timedelta
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
@@ -54,7 +55,7 @@ def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = 
         except DatabaseError:
             raise  # the transaction is broken: the delivery must fail (503)
         except Exception as exc:
-            _publish_failed(raw_event_id, request_id, exc)
+            publish_failed(raw_event_id, request_id, exc)
             return False
         if trace:
             trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
@@ -64,14 +65,49 @@ def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = 
 
 
 def _broker_shares_the_transaction() -> bool:
-    from django_q.conf import Conf
+    return tickets_used() and transaction.get_connection().in_atomic_block
 
-    # Conf.SYNC runs the task inline: that must wait for the commit like a real worker would.
+
+def ticket_join_sql() -> tuple[str, list]:
+    """consume_ticket_join's look-up as a query (and its parameters) to run inside a statement
+    of the caller's (ingest.deliveries: one statement per delivery): the id of the fresh ticket
+    it locks FOR KEY SHARE until that statement's transaction commits, or no row — then the
+    caller runs consume_ticket_join() after its commit (its rows are then committed before the
+    task exists, which is just as safe). PostgreSQL only."""
+    since = timezone.now() - TICKET_FRESH
     return (
-        Conf.ORM == DEFAULT_DB_ALIAS
-        and not Conf.SYNC
-        and transaction.get_connection().in_atomic_block
+        "SELECT id FROM ingest_consume_tickets WHERE created_at > %s LIMIT 1 FOR KEY SHARE",
+        [since],
     )
+
+
+def orm_message(raw_event_id: int) -> tuple[str, str, object]:
+    """(key, payload, lock) of the django_q_ormq row of a consume task of raw_event_id's own,
+    built as django-q2's async_task + ORM broker build it (same signed package, same keys), for
+    a caller that inserts it in the statement that inserts the row (ingest.deliveries): what
+    queue_publish does with OpenTelemetry on (the message carries the webhook span's
+    traceparent), without an ORM save. Only when tickets_used()."""
+    from django_q.conf import Conf
+    from django_q.signals import pre_enqueue
+    from django_q.signing import SignedPackage
+
+    task = {
+        "id": uuid.uuid4().hex,
+        "name": f"consume-{raw_event_id}",
+        "func": CONSUME_TASK,
+        "args": (raw_event_id,),
+        "save": False,  # as queue_publish: failures are still saved
+    }
+    if Conf.CACHED:
+        task["cached"] = Conf.CACHED
+    if Conf.ACK_FAILURES:
+        task["ack_failure"] = Conf.ACK_FAILURES
+    parent = tracing.traceparent()
+    task["kwargs"] = {"traceparent": parent} if parent else {}
+    task["started"] = timezone.now()
+    pre_enqueue.send(sender="django_q", task=task)
+    broker = _get_broker()
+    return broker.list_key or Conf.CLUSTER_NAME, SignedPackage.dumps(task), task["started"]
 
 
 def consume_ticket_join() -> int:
@@ -152,7 +188,7 @@ def _get_broker():
     return _broker
 
 
-def _publish_failed(raw_event_id: int, request_id: str, exc: Exception) -> None:
+def publish_failed(raw_event_id: int, request_id: str, exc: Exception) -> None:
     log.exception("could not enqueue raw event %s", raw_event_id)
     trace_write(
         "queue_publish_failed",
@@ -188,7 +224,7 @@ def queue_publish(
         log.exception("could not enqueue raw event %s", raw_event_id)
         return False
     except Exception as exc:
-        _publish_failed(raw_event_id, request_id, exc)
+        publish_failed(raw_event_id, request_id, exc)
         return False
     if trace:
         trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)

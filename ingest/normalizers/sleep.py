@@ -6,6 +6,7 @@ from datetime import date
 from ingest.daily_merge import sleep_merge
 from ingest.models import RawEvent, SleepSession
 from ingest.normalizers.common import (
+    ITEM_READS,
     MappingReport,
     dig,
     instant,
@@ -20,6 +21,26 @@ from ingest.normalizers.common import (
 from ingest.registry import NormalizeResult, register
 from ingest.sqlrows import model_columns, model_rows
 from ingest.upsert import Upserted, upsert_newest
+
+# Every item path the sleep normalizer reads (a big delivery keeps only these, and so does the
+# session's `raw`).
+SLEEP_READS = (
+    *ITEM_READS,
+    "sleep_durations_data.asleep.duration_asleep_state_seconds",
+    "sleep_durations_data.asleep.duration_deep_sleep_state_seconds",
+    "sleep_durations_data.asleep.duration_REM_sleep_state_seconds",
+    "sleep_durations_data.asleep.duration_light_sleep_state_seconds",
+    "sleep_durations_data.awake.duration_awake_state_seconds",
+    "sleep_durations_data.sleep_efficiency",
+    "heart_rate_data.summary.resting_hr_bpm",
+    "heart_rate_data.summary.avg_hrv_rmssd",
+    "respiration_data.oxygen_saturation_data.avg_saturation_percentage",
+    "respiration_data.breaths_data.avg_breaths_per_min",
+    "temperature_data.delta",
+    "scores.sleep",
+    "readiness_data.recovery_level",
+    "readiness_data.readiness",
+)
 
 
 def sleep_figures(item: dict) -> dict:
@@ -80,7 +101,7 @@ _ONLY_WAKE = frozenset(
 )
 
 
-@register("sleep")
+@register("sleep", reads=SLEEP_READS)
 def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
     """Each item is one session, identified by (user, source, metadata.summary_id) — by its
     start when the id is absent — written when no newer delivery of it was; then the daily rows

@@ -129,24 +129,20 @@ def test_a_task_starting_while_a_delivery_that_joined_it_commits_still_sees_that
     """The race the ticket lock closes: a delivery joins the queued task's ticket, and that
     task starts and claims before the delivery commits. The task's DELETE of its ticket waits
     for the delivery's commit, so its claim sees the row."""
-    from ingest import deliveries
+    from django.db import transaction
 
     deliver(_daily(1))  # a committed ticket + task
     (message,) = OrmQ.objects.all()
     joined, release = threading.Event(), threading.Event()
-    real_enqueue = deliveries.raw_event_enqueue
-
-    def enqueue_then_hold(**kwargs):
-        done = real_enqueue(**kwargs)
-        joined.set()
-        release.wait(10)  # the delivery's transaction is still open here
-        return done
-
-    monkeypatch.setattr(deliveries, "raw_event_enqueue", enqueue_then_hold)
 
     def second_delivery():
         try:
-            deliver(_daily(2))
+            # The delivery's work (in a transaction of its own, or one statement) commits when
+            # this block does: it has joined the ticket and is not committed yet.
+            with transaction.atomic():
+                deliver(_daily(2))
+                joined.set()
+                release.wait(10)
         finally:
             connections.close_all()
 
