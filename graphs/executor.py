@@ -26,7 +26,8 @@ import copy
 import time
 from datetime import UTC, datetime, timedelta
 
-from graphs import actions, decisions, http_action, spec
+from graphs import actions, decisions, http_action, services, spec
+from graphs.errors import GraphError
 from graphs.models import GraphRun, GraphRunEvent, GraphToken
 from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime
 from workflows.runner.execute import error_dict
@@ -130,6 +131,14 @@ class Executor:
             self.step.sleep(name, action["duration"])
             return None, False, started_ms + durations.to_ms(action["duration"])
         # workflow: a child instance; its output is the node's output.
+        if "binding" in action:  # a graph: a graph-run child of the binding's current version
+            params = self.durable(
+                f"{name} resolve",
+                lambda: child_params(action["binding"], node_input),
+                retries={"limit": 0},
+            )
+            output = self.step.run_workflow(name, services.GRAPH_WORKFLOW, params=params)
+            return output, False, started_ms
         output = self.step.run_workflow(name, action["workflow"], params=node_input)
         return output, False, started_ms
 
@@ -173,6 +182,13 @@ class Executor:
         else:
             give_back()
         return result["value"]
+
+
+def child_params(binding: str, node_input: dict) -> dict:
+    try:
+        return services.child_run_params(binding_name=binding, run_input=node_input)
+    except GraphError as exc:  # no such binding, nothing published, input refused: for good
+        raise NonRetryableError(f"{exc.code}: {exc.message}") from exc
 
 
 def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:

@@ -39,9 +39,18 @@ from graphs.fanin import (
 from graphs.models import GraphRunEvent, GraphToken
 from graphs.spec import Graph
 from graphs.state import CANCELLED, EXECUTING, FAILED, PENDING, WAITING, Group, RunState, Token
-from workflows import ParallelError, durations
+from workflows import ParallelError, WaitForEventTimeout, durations
 
 CANCEL_SCOPE = "_cancel_scope"  # a journal entry that is a projection write, not a run event
+MIN_WAIT_MS = 1000  # wait_for_event's shortest timeout
+
+
+class RunDeadline(BaseException):  # noqa: N818 - a signal, not an error: not caught as a failure
+    """A human or sleep node reached the run's deadline (graph `timeout`) while waiting."""
+
+    def __init__(self, at_ms: int):
+        super().__init__(at_ms)
+        self.at_ms = at_ms
 
 
 class LaneExecutor(Executor):
@@ -114,18 +123,53 @@ class LaneExecutor(Executor):
                 return group
         return None
 
+    def dispatch(self, path: str) -> None:
+        try:
+            super().dispatch(path)
+        except RunDeadline as reached:  # the token stays executing: the run's timeout applies
+            decisions.advance_clock(self.state, reached.at_ms)
+
     def wait_node(self, node, name: str, node_input: dict, started_ms: int):
-        """v3's human node: a race between an answer by event type (the first waiting branch
-        takes it, as in v1/v2) and one naming this token, so a person can answer one branch."""
+        """human and sleep nodes wait at most until the run's deadline (then RunDeadline);
+        v3's human node also takes an answer naming its token (answer())."""
         self.waited = True
-        if node.kind != "human" or not self.targeted:
+        if node.kind not in ("human", "sleep"):
             return super().wait_node(node, name, node_input, started_ms)
-        event_type = node.action["event_type"]
-        timeout = node.action.get("timeout", spec.DEFAULT_HUMAN_TIMEOUT_MS)
+        if node.kind == "sleep":
+            wait_ms = durations.to_ms(node.action["duration"])
+        else:
+            wait_ms = durations.to_ms(node.action.get("timeout", spec.DEFAULT_HUMAN_TIMEOUT_MS))
+        left = None
+        if self.graph.timeout_ms is not None:
+            left = self.state.started_ms + self.graph.timeout_ms - started_ms
+        capped = left is not None and left < wait_ms
+        if capped:
+            if left < MIN_WAIT_MS:  # the engine's shortest wait; the deadline is (about) here
+                raise RunDeadline(started_ms + max(left, 0))
+            wait_ms = left
+        if node.kind == "sleep":
+            self.step.sleep(name, wait_ms)
+            if capped:
+                raise RunDeadline(started_ms + wait_ms)
+            return None, False, started_ms + wait_ms
+        try:
+            event = self.answer(node.action["event_type"], name, wait_ms)
+        except WaitForEventTimeout:
+            if capped:
+                raise RunDeadline(started_ms + wait_ms) from None
+            return {"timed_out": True}, True, started_ms + wait_ms
+        return event["payload"], False, to_ms(datetime.fromisoformat(event["timestamp"]))
+
+    def answer(self, event_type: str, name: str, timeout_ms: int) -> dict:
+        """The event a human node takes. v3: a race between an answer by event type (the first
+        waiting branch takes it, as in v2) and one naming this token
+        (spec.token_event_type), so a person can answer one of several waiting branches."""
+        if not self.targeted:
+            return self.step.wait_for_event(name, type=event_type, timeout=timeout_ms)
         path = name.split(" ", 1)[0]
 
         def wait(kind: str):
-            return lambda step: step.wait_for_event("wait", type=kind, timeout=timeout)
+            return lambda step: step.wait_for_event("wait", type=kind, timeout=timeout_ms)
 
         try:
             _, event = self.step.race(
@@ -134,9 +178,9 @@ class LaneExecutor(Executor):
             )
         except ParallelError as exc:
             if all(e.get("name") == "WaitForEventTimeout" for e in exc.errors.values()):
-                return {"timed_out": True}, True, started_ms + durations.to_ms(timeout)
+                raise WaitForEventTimeout(f"no {event_type!r} event for {name!r}") from None
             raise
-        return event["payload"], False, to_ms(datetime.fromisoformat(event["timestamp"]))
+        return event
 
     # -- a fan-out: one lane per branch ---------------------------------------------------
 

@@ -28,7 +28,7 @@ from workflows import limits, runtime
 from workflows import services as engine
 from workflows.models import WorkflowEvent
 
-GRAPH_WORKFLOW = "graph-run"  # graphs/workflows.py registers it
+GRAPH_WORKFLOW = spec.GRAPH_RUN  # graphs/workflows.py registers it
 
 
 def _audit(action: str, *, resource: str, actor=None, request=None, metadata=None) -> None:
@@ -289,6 +289,48 @@ def run_create(
             request=request,
             metadata={"binding": binding.name, "version": definition.version},
         )
+    return run
+
+
+def child_run_params(*, binding_name: str, run_input) -> dict:
+    """What a `workflow` node with `binding` starts: the engine params of a graph-run child
+    (the binding's current version, fixed now; the input checked like run_create's)."""
+    binding = binding_get(name=binding_name)
+    definition = binding_definition(binding)
+    problems = input_problems(definition, run_input)
+    if problems:
+        raise InvalidInput(
+            f"input does not match the input_schema of {definition.name!r} "
+            f"v{definition.version}: {problems[0]['path']}: {problems[0]['message']}",
+            errors=problems,
+        )
+    return {
+        "input": run_input,
+        "definition": f"{definition.name}/v{definition.version}",
+        "binding": binding.name,
+    }
+
+
+def run_adopt(*, instance) -> GraphRun:
+    """The run row of a graph-run instance started as a child (by step.run_workflow, from
+    child_run_params): created the first time the instance runs, found afterwards."""
+    params = instance.params or {}
+    name, _, version = str(params.get("definition", "")).rpartition("/v")
+    definition = definition_get(name=name, version=int(version or 0))
+    binding = GraphBinding.objects.filter(name=params.get("binding") or "").first()
+    now = runtime.now()
+    run, _ = GraphRun.objects.get_or_create(
+        run_id=instance.instance_id,
+        defaults={
+            "instance": instance,
+            "definition": definition,
+            "binding": binding,
+            "binding_name": binding.name if binding else "",
+            "context": {"input": params.get("input")},
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
     return run
 
 

@@ -10,12 +10,13 @@ they recorded (docs/workflows/faults.md, "keep old versions registered"):
 - v1 — the same function as before v2 existed — runs them one after another in token order.
 """
 
-from graphs import decisions, spec
+from graphs import decisions, services, spec
 from graphs.executor import Executor, to_ms
 from graphs.lanes import LaneExecutor
 from graphs.models import GraphRun
 from graphs.services import GRAPH_WORKFLOW
 from workflows import workflow
+from workflows.models import WorkflowInstance
 
 
 # Registered first, so a deployment with no active-version row starts new runs on it (migration
@@ -31,8 +32,18 @@ def graph_run_v2(event, step):
 
 
 def load(event) -> tuple:
-    """(run, graph, initial state) of the run this engine instance executes."""
-    run = GraphRun.objects.select_related("definition", "instance").get(run_id=event.instance_id)
+    """(run, graph, initial state) of the run this engine instance executes. A child graph
+    (a `workflow` node with `binding`) has no run row until it first runs."""
+    run = (
+        GraphRun.objects.select_related("definition", "instance")
+        .filter(run_id=event.instance_id)
+        .first()
+    )
+    if run is None:
+        instance = WorkflowInstance.objects.get(
+            workflow_name=GRAPH_WORKFLOW, instance_id=event.instance_id
+        )
+        run = services.run_adopt(instance=instance)
     graph = spec.parse(run.definition.document)  # published: immutable, so replay-safe
     state = decisions.start(
         graph, (event.payload or {}).get("input"), now_ms=to_ms(event.timestamp)

@@ -279,3 +279,41 @@ def test_runs_on_older_interpreters_take_answers_by_type_only(harness):
     services.run_send_event(run=run, type="answer", payload={"n": 1})
     harness.run_until_idle()
     assert status(harness, run)["status"] == "complete"
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "expected"), [("fail", "errored"), ("cancel_all", "complete")]
+)
+def test_the_run_timeout_fires_while_branches_wait_longer_than_the_run_may_last(
+    harness, on_timeout, expected
+):
+    publish(
+        waiting_doc({"strategy": "all"}, human_timeout="7 days")
+        | {"timeout": "1 day", "on_timeout": on_timeout}
+    )
+    run = start(harness, {"items": ["a", "b"]})
+    harness.send_event("graph-run", run.run_id, "answer", {"n": 1})
+    harness.advance("1 day")
+    final = status(harness, run)
+    assert final["status"] == expected, final
+    # The answered branch waited at the fan-in; both end as the run's timeout says.
+    gone = "timed_out" if on_timeout == "fail" else "cancelled"
+    assert sorted(asks(run).values()) == [gone, gone]
+
+
+def test_the_run_timeout_fires_while_a_top_level_node_sleeps(harness):
+    publish(
+        doc(
+            [
+                node("nap", "sleep", action={"duration": "3 days"}),
+                node("after", "set", action={"values": {"/late": {"value": True}}}),
+            ],
+            [{"from": "nap", "to": "after"}],
+            timeout="1 hour",
+        )
+    )
+    run = start(harness, {})
+    harness.advance("1 hour")
+    final = status(harness, run)
+    assert final["status"] == "errored" and "timeout" in final["error"]["message"]
+    assert GraphToken.objects.get(run=run, node_ref="nap").status == "timed_out"

@@ -15,6 +15,7 @@ from ingest.models import Activity, DailySummary, RawEvent, RawEventState, Sleep
 from ingest.normalizers.daily import DAILY_READS
 from ingest.projection import payload_projected, payload_trie, reads_trie
 from labs.models import Biomarker
+from tests.conftest import load_fixture
 from tests.factories import RawEventFactory
 
 pytestmark = pytest.mark.django_db
@@ -24,6 +25,8 @@ ORDERED = {"HTTP_X_TERRA_ORDERING_TIMESTAMP": "1780300000000"}
 SAMPLE = {"timestamp": "2026-06-01T00:00:00.000000+01:00", "bpm": 64}
 TABLES = (DailySummary, SleepSession, Activity, Biomarker)
 NOT_COMPARED = {"id", "user_id", "created_at", "updated_at", "raw"}
+# One item per type with every field of Terra's OpenAPI schema (tests/ingest/make_maximal_items.py).
+MAXIMAL = load_fixture("maximal_items.json")
 
 
 def for_user(payload: dict, username: str) -> dict:
@@ -68,11 +71,22 @@ def with_glucose(payload: dict) -> dict:
     return payload
 
 
-@pytest.mark.parametrize("data_type", ["daily", "sleep", "activity", "body"])
-def test_a_big_delivery_writes_the_rows_its_data_parsed_whole_writes(post, alice, bob, data_type):
+def delivery(data_type: str, items: str) -> dict:
     data = demo_payloads.data_payload(data_type, "alice", DAY)
-    if data_type == "body":
+    if items == "maximal":
+        # every field of Terra's schema filled in: a read path left out changes a value
+        data["data"] = [MAXIMAL[data_type]]
+    elif data_type == "body":
         data = with_glucose(data)
+    return data
+
+
+@pytest.mark.parametrize("items", ["demo", "maximal"])
+@pytest.mark.parametrize("data_type", ["daily", "sleep", "activity", "body"])
+def test_a_big_delivery_writes_the_rows_its_data_parsed_whole_writes(
+    post, alice, bob, data_type, items
+):
+    data = delivery(data_type, items)
     post(data, headers=ORDERED)
     post(padded(for_user(data, "bob")), headers=ORDERED)
 
