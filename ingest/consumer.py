@@ -284,6 +284,12 @@ def _claim_recovered(now: datetime) -> tuple[RawEvent | None, datetime]:
     return (rows[0] if rows else None), lease_until
 
 
+def _recovered(row: RawEvent) -> bool:
+    """A claimed row that was claimed before without an outcome being written (a pending row
+    never leaves pending but through an outcome; its attempts count claims)."""
+    return row.state == RawEventState.PENDING and row.attempts > 1
+
+
 def _unparseable(raw_event: RawEvent) -> NormalizeResult:
     try:
         payload_parse(raw_event.body)
@@ -575,7 +581,11 @@ def raw_events_consume_batch(
 ) -> dict[str, int]:
     """The queue task's body: this row, then up to `batch` other rows (due again first, then
     pending; all claimed first, then normalized in that order). Returns counts per outcome.
-    `traceparent`: the webhook span that enqueued this row (OpenTelemetry link)."""
+    `traceparent`: the webhook span that enqueued this row (OpenTelemetry link).
+
+    Rows whose last claim ended without an outcome (their worker died holding them) are only
+    claimed by their own task, and such a row runs before anything else is claimed: if it is
+    what kills workers, it takes no batch-mates' attempts with it."""
     outcomes: dict[str, int] = {}
     claimed: list[tuple[RawEvent, datetime]] = []
     if raw_event_id is not None:
@@ -584,9 +594,17 @@ def raw_events_consume_batch(
             # Another run took this row in its batch; the rows still pending have tasks of
             # their own. Returning at once keeps these no-op tasks at one query.
             return {NOT_CLAIMED: 1}
-        claimed.append((row, lease_until))
+        if _recovered(row):
+            _tally(
+                outcomes,
+                _consume_claimed(
+                    [(row, lease_until)], now=now, traceparent=traceparent, linked=raw_event_id
+                ),
+            )
+        else:
+            claimed.append((row, lease_until))
     if batch > 0:
-        rows, lease_until = _claim_batch(batch, now or timezone.now())
+        rows, lease_until = _claim_batch(batch, now or timezone.now(), recovered=False)
         claimed += [(row, lease_until) for row in rows]
     _tally(
         outcomes, _consume_claimed(claimed, now=now, traceparent=traceparent, linked=raw_event_id)
