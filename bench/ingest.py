@@ -3,6 +3,10 @@ Redis brokers), the web worker's peak RSS for one 50 MB delivery, and (--big-pen
 consumer's peak RSS with five 40 MB rows pending.
 
     .venv/bin/python bench/ingest.py [--n 5000] [--c 16] [--url URL] [--workers 3]
+    .venv/bin/python bench/ingest.py --accept-only [--baseline-tree CHECKOUT]
+
+--accept-only (issue 15): the webhook beside bare gunicorn and an empty Django view, each with
+the CPU split per delivery (client / web / PostgreSQL); bench/README.md › Webhook.
 
 Without --url it creates a scratch PostgreSQL database (vf_bench by default, dropped and
 re-created: never the tests' or anyone's working database), migrates it, and runs gunicorn on
