@@ -1,9 +1,16 @@
 """The consumer: claim raw events, run their normalizer, and move each row through the state
 machine of DESIGN §4 (pending → processed | skipped | parked | retrying → dead).
 
-One consumer run (a django-q2 task for one row) also claims up to BATCH other rows, so
-throughput is not capped by the queue's per-task overhead: rows due again first (retries whose
-backoff is over, then parked rows due on their own backoff), then pending rows. Claims are
+Two kinds of task run it. On the ORM broker deliveries share one (ingest.queue tickets):
+raw_events_consume_pending claims PENDING_BATCH rows at a time for up to PENDING_BUDGET, so
+django-q2's own per-task cost is paid once for hundreds of rows. A task for one row (the due
+poller's, the drain's, replays, Redis) also claims up to BATCH other rows. Batch claims take
+rows due again first (retries whose backoff is over, then parked rows due on their own
+backoff), then pending rows; a row whose worker died holding it is only claimed on its own and
+runs before anything else is claimed. Ordinary claimed rows are normalized together: one
+transaction, their outcomes in one statement, their traces in one insert; if any of them
+raises or a lease was lost, all of that is rolled back and each row runs on its own path
+(below). Claims are
 compare-and-set updates that take a lease (next_attempt_at = now + lease()) and count the
 attempt, so two workers never normalize the same row at once, and a row whose worker died is
 claimable again when its lease runs out (ingest.due publishes it within a second). A row
