@@ -4,12 +4,18 @@ Each commit first renews the lease with a compare-and-set on the fencing token (
 still be ours and unexpired), then locks the instance row (task before instance, everywhere, so
 services and runners never deadlock) and checks the run number and status. Only then does it
 write the buffered steps, consumed events, logs and step-scoped mutations, and the outcome.
+
+On PostgreSQL, outside any transaction, a boundary that runs no Python inside its transaction
+(no step mutation, no child to spawn, no recheck under the task lock) costs one round trip:
+guard and writes go in one pipeline whose sync commits them as one implicit transaction, and
+the guard aborts that transaction when it refuses (see _write_if_proceeding).
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import psycopg
 from django.db import connection, transaction
 
 from workflows import runtime
@@ -33,8 +39,8 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import storage_faults
-from workflows.runner.claim import DB_NOW, Claim, db_now_param
+from workflows.runner import pgwire, storage_faults
+from workflows.runner.claim import Claim, db_now_param
 from workflows.runner.wake import NOTIFY_SQL
 
 
@@ -119,11 +125,17 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
 
 def _commit(claim: Claim, pending: Pending, outcome) -> str:
     now = runtime.now()
-    optimistic = connection.vendor == "postgresql" and not (
-        isinstance(outcome, SuspendTo) and outcome.rechecks
-    )
     progress = boundary_progress(
         [state.status for state in pending.steps.values()], continues=isinstance(outcome, Continue)
+    )
+    if _one_round_trip(pending, outcome):
+        statements = _statements(claim, pending, outcome, now, keep_only=False)
+        if _write_if_proceeding(claim, now, progress, statements):
+            return _committed(pending, PROCEED)
+        # Refused, nothing written: paused, fenced off or lease lost. The path below finds out
+        # which and writes what a paused instance keeps.
+    optimistic = connection.vendor == "postgresql" and not (
+        isinstance(outcome, SuspendTo) and outcome.rechecks
     )
     expected = PROCEED
     for _ in range(3):
@@ -152,12 +164,49 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
                 for fn in pending.spawns:  # a WorkflowError here aborts the whole boundary
                     fn()
             storage_faults.inject("boundary_commit_before")
-        cancelled = list(pending.cancelled_children)
-        pending.clear()
-        if cancelled:
-            _terminate_children(cancelled)
-        return permission
+        return _committed(pending, permission)
     return DISCARD
+
+
+def _committed(pending: Pending, permission: str) -> str:
+    cancelled = list(pending.cancelled_children)
+    pending.clear()
+    if cancelled:
+        _terminate_children(cancelled)
+    return permission
+
+
+def _one_round_trip(pending: Pending, outcome) -> bool:
+    """Can this boundary be one pipeline with no transaction around it (see the module doc)?"""
+    return (
+        connection.vendor == "postgresql"
+        and not pending.mutations
+        and not pending.spawns
+        and not (isinstance(outcome, SuspendTo) and outcome.rechecks)
+        and pgwire.in_autocommit()
+    )
+
+
+_TERMINATE_SELF = "SELECT pg_terminate_backend(pg_backend_pid())"
+
+
+def _write_if_proceeding(claim: Claim, now: datetime, progress: bool, statements: list) -> bool:
+    """Guard and writes in one pipeline, in autocommit: the sync at its end commits them as one
+    implicit transaction, or the guard refused and nothing was written (False)."""
+    guard = _guard_params(claim, now, progress)
+    # The test hook's "before COMMIT": the backend dies after the writes, before the sync.
+    die = storage_faults.take("boundary_commit_before")
+    with pgwire.cursor() as cursor:
+        try:
+            with connection.connection.pipeline():
+                cursor.execute(_GUARD_OR_ABORT, guard, prepare=True)
+                for sql, params in statements:
+                    cursor.execute(sql, params, prepare=params is not None)
+                if die:
+                    cursor.execute(_TERMINATE_SELF)
+        except psycopg.errors.DivisionByZero:
+            return False
+    return True
 
 
 def _terminate_children(children: list[dict]) -> None:
@@ -211,23 +260,51 @@ UPDATE workflow_task SET locked_until = %s,
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
 RETURNING run_at
 """
-# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW).
-_GUARD_PG = f"""
-UPDATE workflow_task SET locked_until = {DB_NOW} + make_interval(secs => %s),
-    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
-WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
-RETURNING run_at
-"""
+# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW). The task
+# row is locked (FOR NO KEY UPDATE) and written only when there is something to write: the
+# lease has less than two thirds left, or progress resets a recovery count that is not 0. Every
+# UPDATE of workflow_task is a new row version with new entries in all its indexes (the capped
+# index's predicate names locked_until, so none is HOT); most boundaries now write none.
+_GUARD_CTE = """
+WITH t AS (
+    SELECT id, run_at, locked_until, recovery_attempts FROM workflow_task
+    WHERE id = %(task)s AND fencing_token = %(token)s AND locked_until > {now}
+    FOR NO KEY UPDATE
+), renewed AS (
+    UPDATE workflow_task w SET locked_until = {now} + make_interval(secs => %(lease)s),
+        recovery_attempts = CASE WHEN %(progress)s THEN 0 ELSE w.recovery_attempts END
+    FROM t
+    WHERE w.id = t.id AND (
+        t.locked_until < {now} + make_interval(secs => %(lease)s * 2 / 3)
+        OR (%(progress)s AND t.recovery_attempts <> 0)
+    )
+    RETURNING 1
+)
+""".format(now="COALESCE(%(now)s::timestamptz, statement_timestamp())")  # claim.DB_NOW
+_GUARD_PG = _GUARD_CTE + "SELECT run_at FROM t"
+# The guard of the one-round-trip boundary: _GUARD_PG, but a task that is no longer ours or is
+# paused (run_at NULL) fails the statement with division_by_zero, so that the server aborts the
+# pipeline's implicit transaction and skips every write queued after it. count(*) is computed
+# at run time, so the division is never folded into an error at plan time.
+_GUARD_OR_ABORT = _GUARD_CTE + "SELECT 1 / count(*) FROM t WHERE run_at IS NOT NULL"
 
 
-def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, list]:
+def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, list | dict]:
     """The guard also resets the run's recovery count when the boundary is progress."""
     if connection.vendor == "postgresql":
-        db_now = db_now_param(now)
-        lease = claim.lease_seconds
-        return _GUARD_PG, [db_now, lease, progress, claim.task_pk, claim.fencing_token, db_now]
+        return _GUARD_PG, _guard_params(claim, now, progress)
     until = _dt(claim.lease_until(now))
     return _GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
+
+
+def _guard_params(claim: Claim, now: datetime, progress: bool) -> dict:
+    return {
+        "now": db_now_param(now),
+        "lease": claim.lease_seconds,
+        "progress": progress,
+        "task": claim.task_pk,
+        "token": claim.fencing_token,
+    }
 
 
 def _guard(claim: Claim, now: datetime, progress: bool) -> str:
