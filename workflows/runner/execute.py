@@ -135,7 +135,7 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        self._commit(persist.Finish(_roundtrip(output)))
+        self._commit(persist.Finish(_roundtrip(output), wakes_parent=self.loaded.has_parent))
         _wake_tasks_for_parent(self.loaded)
         return "complete"
 
@@ -178,7 +178,7 @@ class Execution:
 
     def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
-        self._commit(persist.Fail(error))
+        self._commit(persist.Fail(error, wakes_parent=self.loaded.has_parent))
         _wake_tasks_for_parent(self.loaded)
         return "errored"
 
