@@ -25,7 +25,7 @@ of idleness, read from /proc/<pid>/stat.
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
 and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
-postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's vf_bench_dbos for DBOS.
+postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's <name>_dbos for DBOS.
 DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
 
 --faults (docs/workflows/faults.md): instances errored while every runner backend is terminated
@@ -52,6 +52,20 @@ def db_url(name: str | None = None, *, async_commit: bool = False) -> str:
     parts = urlsplit(os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     path = f"/{name}" if name else parts.path
     return urlunsplit(parts._replace(path=path, query=ASYNC_OPTIONS if async_commit else ""))
+
+
+def dbos_database() -> str:
+    return urlsplit(db_url()).path.lstrip("/") + "_dbos"
+
+
+def reset_dbos() -> None:
+    """Empty DBOS's workflow tables (once its schema exists), as reset_tables does ours, so
+    neither side runs on the dead rows of earlier runs (this server may not autovacuum)."""
+    import psycopg
+
+    with psycopg.connect(psycopg_url(db_url(dbos_database())), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0]:
+            conn.execute("TRUNCATE dbos.workflow_status CASCADE")
 
 
 def psycopg_url(url: str) -> str:
@@ -169,7 +183,7 @@ def child_dbos(n: int, url: str) -> dict:
     DBOS.launch()
     trips = RoundTrips().install()
     trips.phase = "runner"
-    backends = Backends(psycopg_url(db_url("postgres")), "vf_bench_dbos").start()
+    backends = Backends(psycopg_url(db_url("postgres")), dbos_database()).start()
     before = time.process_time()
     started = time.perf_counter()
     for _ in range(n):
@@ -186,7 +200,7 @@ def child_dbos(n: int, url: str) -> dict:
 
 
 def run_child(system: str, n: int, *, async_commit: bool) -> dict:
-    database = "vf_bench_dbos" if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
+    database = dbos_database() if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
     if async_commit:
@@ -267,8 +281,11 @@ def reset_tables() -> None:
     connections.close_all()
 
 
-def start_runners(count: int, *, poll: float, modules: str = SAMPLE_MODULES) -> list:
+def start_runners(
+    count: int, *, poll: float, modules: str = SAMPLE_MODULES, threads: int = 1
+) -> list:
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
+    cmd += ["--concurrency", str(threads)]
     return [
         subprocess.Popen(cmd, cwd=ROOT, env=child_env(modules=modules), stdout=subprocess.DEVNULL)
         for _ in range(count)
@@ -282,11 +299,15 @@ def stop_runners(procs: list[subprocess.Popen]) -> None:
         proc.wait(30)
 
 
-def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -> None:
-    """`params(i)` gives instance i's params (the capped runs: which key it belongs to)."""
+def throughput(
+    runners: int, total: int, workflow: str = "noop3", params=None, *, threads: int = 1
+) -> dict:
+    """`params(i)` gives instance i's params (the capped runs: which key it belongs to);
+    `threads` per runner process (runworkflows --concurrency)."""
     import psycopg
     from django.db import connections
 
+    from bench.pgcost import Backends, cpu_seconds
     from workflows import services
     from workflows.models import WorkflowTask
 
@@ -301,11 +322,13 @@ def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -
         )
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
-    procs = start_runners(runners, poll=0.2)
+    procs = start_runners(runners, poll=0.2, threads=threads)
     time.sleep(3 + runners)  # Django start-up is not what we measure
     database = urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
+    backends = Backends(psycopg_url(db_url("postgres")), database).start()
+    runner_cpu = sum(cpu_seconds(proc.pid) for proc in procs)
     monitor.execute("UPDATE workflow_task SET run_at = now()")
     reads = 1
     started = last_time = time.perf_counter()
@@ -321,15 +344,102 @@ def throughput(runners: int, total: int, workflow: str = "noop3", params=None) -
             rates.append(f"{(done - last_done) / (now - last_time):.0f}")
             last_done, last_time = done, now
     seconds = time.perf_counter() - started
+    runner_cpu = sum(cpu_seconds(proc.pid) for proc in procs) - runner_cpu
+    pg_cpu = backends.used()  # the monitor's polls included (one indexed count per 0.25 s)
     stop_runners(procs)
     monitor.close()
     time.sleep(0.7)
     used = commits(database) - before - reads
+    steps = 3 * total
+    shape = f"{runners} runner(s)" + (f" x {threads} threads" if threads > 1 else "")
     print(
-        f"  {runners} runner(s): {total / seconds:7.1f} workflows/s {3 * total / seconds:7.1f} "
-        f"steps/s {used / (3 * total):5.2f} commits/step boundary ({total} in {seconds:.1f} s)"
+        f"  {shape}: {total / seconds:7.1f} workflows/s {steps / seconds:7.1f} "
+        f"steps/s {used / steps:5.2f} commits/step boundary ({total} in {seconds:.1f} s)"
+    )
+    print(
+        f"    CPU per step: runners {1000 * runner_cpu / steps:.2f} ms, PostgreSQL "
+        f"{1000 * pg_cpu / steps:.2f} ms (client: created before the window)"
     )
     print(f"    claims/s every 2 s: {' '.join(rates)}")
+    return {"steps/s": steps / seconds}
+
+
+def child_dbos_worker(url: str) -> None:
+    """A DBOS queue worker: launches, registers the bench queue (which starts it draining)
+    and prints "ready"; runs until killed."""
+    from dbos import DBOS
+
+    DBOS(config={"name": "vfbench", "system_database_url": url, "run_admin_server": False})
+    dbos_noop3()
+    DBOS.launch()
+    DBOS.register_queue(DBOS_QUEUE, polling_interval_sec=DBOS_POLL)
+    print("ready", flush=True)
+    while True:
+        time.sleep(60)
+
+
+DBOS_QUEUE = "vfbench"
+DBOS_POLL = 0.2  # the same poll as the runworkflows processes above
+
+
+def dbos_queue_throughput(total: int) -> dict | None:
+    """DBOS's queue worker (one process) draining `total` noop3 workflows enqueued beforehand
+    with DBOSClient; the same figures as `throughput` prints."""
+    import psycopg
+    from dbos import DBOSClient
+
+    from bench.pgcost import Backends, cpu_seconds
+
+    database = dbos_database()
+    url = psycopg_url(db_url(database))
+    run_child("dbos", 0, async_commit=False)  # the schema exists before the client connects
+    reset_dbos()
+    client = DBOSClient(system_database_url=url, application_name="vfbench")
+    for _ in range(total):
+        client.enqueue({"workflow_name": "noop3", "queue_name": DBOS_QUEUE})
+    client.destroy()
+    cmd = [sys.executable, __file__, "--child", "dbos-worker"]
+    worker = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+    monitor = psycopg.connect(url, autocommit=True)
+
+    def done() -> int:
+        return monitor.execute(
+            "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'"
+        ).fetchone()[0]
+
+    try:
+        for line in worker.stdout:  # DBOS may log to stdout first
+            if line.strip() == "ready":
+                break
+        else:
+            print("  dbos queue worker: did not start")
+            return None
+        backends = Backends(psycopg_url(db_url("postgres")), database).start()
+        worker_cpu, first = cpu_seconds(worker.pid), done()
+        started = time.perf_counter()
+        deadline = started + 600
+        while (finished := done()) < total and time.perf_counter() < deadline:
+            time.sleep(0.25)
+        seconds = time.perf_counter() - started
+        worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        pg_cpu = backends.used()
+    finally:
+        worker.kill()
+        worker.wait()
+        monitor.close()
+    ran, steps = finished - first, 3 * (finished - first)
+    if not ran:
+        print("  dbos queue worker: ran nothing")
+        return None
+    print(
+        f"  dbos queue worker (1 process): {ran / seconds:7.1f} workflows/s "
+        f"{steps / seconds:7.1f} steps/s ({ran} in {seconds:.1f} s, polling every {DBOS_POLL} s)"
+    )
+    print(
+        f"    CPU per step: worker {1000 * worker_cpu / steps:.2f} ms, PostgreSQL "
+        f"{1000 * pg_cpu / steps:.2f} ms"
+    )
+    return {"steps/s": steps / seconds}
 
 
 def wake_latency(count: int) -> None:
@@ -807,7 +917,9 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], help="makerun: one database")
     parser.add_argument("--idle", type=float, default=45.0, help="makerun: idle CPU window, s")
     parser.add_argument("--faults", action="store_true", help="fault figures only")
-    parser.add_argument("--child", choices=["vitalflow", "dbos", "makerun"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=["vitalflow", "dbos", "dbos-worker", "makerun"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -826,14 +938,17 @@ def main() -> None:
             makerun(db, per_kind, args.idle)
         return
     if args.child == "dbos":
-        url = psycopg_url(db_url("vf_bench_dbos", async_commit=args.async_commit))
+        url = psycopg_url(db_url(dbos_database(), async_commit=args.async_commit))
         print(json.dumps(child_dbos(args.n, url)))
+        return
+    if args.child == "dbos-worker":
+        child_dbos_worker(psycopg_url(db_url(dbos_database())))
         return
 
     sequential_n = 200 if args.quick else 500
     total = 500 if args.quick else 2000
     ensure_database(urlsplit(db_url()).path.lstrip("/"))
-    ensure_database("vf_bench_dbos")
+    ensure_database(dbos_database())
     setup_django()
     reset_tables()
     try:
@@ -848,6 +963,8 @@ def main() -> None:
         faults()
         return
     for async_commit in (False, True) if args.only in (None, "sequential") else ():
+        reset_tables()
+        reset_dbos()
         mode = "off" if async_commit else "on (server default)"
         print(f"\nSequential 3-step no-op workflows, synchronous_commit={mode}:")
         ours = sequential("vitalflow", sequential_n, async_commit=async_commit)
@@ -860,8 +977,15 @@ def main() -> None:
             )
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
-        for runners in (1, 2, 4):
-            throughput(runners, total)
+        figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}
+        figures[(2, 4)] = throughput(2, total, threads=4)
+        theirs = dbos_queue_throughput(total) if has_dbos else None
+        for runners, threads in ((2, 1), (2, 4)) if theirs else ():
+            ratio = figures[(runners, threads)]["steps/s"] / theirs["steps/s"]
+            print(
+                f"  {runners} runners x {threads} thread(s) / DBOS queue worker steps/s: "
+                f"{ratio:.2f}x (target 5x)"
+            )
     if args.only in (None, "wake"):
         print("\nWake latency after a 1 s sleep:")
         wake_latency(100 if args.quick else 200)
