@@ -1,16 +1,19 @@
 """Graph workflow benchmark on PostgreSQL: a 100-branch foreach → fan-in graph run, beside the
-same shape written as a code workflow.
+same shape written as a code workflow with step.parallel.
 
     .venv/bin/python bench/graphs.py               # 100 branches, 3 runs of each shape
     .venv/bin/python bench/graphs.py --branches 20 --runs 1
 
 Shapes (102 nodes/steps each): load → 100 × work (one per item) → done, with the branches'
-results merged (graph: fan-in `all` + merge `append`). The code workflow uses
-`step.parallel` when the engine has it, else 100 sequential `step.do` calls (printed).
+results merged (graph: fan-in `all` + merge `append`). Graph runs are measured on the latest
+`graph-run` version (branches as lanes of one step.parallel: what new runs use) and on v1
+(branches one after another, kept for runs started before v2).
 Each shape runs in its own child process that creates the run and drives it to completion with
 the engine's runner in that process (threaded, as `runworkflows` does). Prints wall time,
-nodes/s and commits per node, where commits = the pg_stat_database.xact_commit delta of a
-database only that child uses (read-only transactions count too), minus an idle child's.
+nodes/s, commits per node — commits = the pg_stat_database.xact_commit delta of a database only
+that child uses (read-only transactions count too), minus an idle child's — and CPU per node:
+the child process's own CPU and its PostgreSQL backend's (from /proc; needs the server on
+this host). The machine is shared: compare the rows of one run, and note `uptime`.
 
 Database: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/vf_bench_graphs).
 """
@@ -132,16 +135,26 @@ def child(shape: str, branches: int, runs: int) -> dict:
         return step.do("done", lambda: len(merged))
 
     tag = f"{os.getpid()}-{time.time_ns()}"
-    if shape == "graph" and runs:
+    graph = shape.startswith("graph")
+    if graph:
+        from workflows.authoring import registry
+
+        latest = registry.versions("graph-run")[-1]
+        engine.workflow_version_activate(
+            name="graph-run", version=1 if shape == "graph-v1" else latest
+        )
+    if graph and runs:
         name = f"bench-{tag}"
         document = {**graph_document(branches), "name": name}
         definition = services.definition_create(document=document)
         services.definition_publish(name=name, version=definition.version)
         services.binding_create(name=name, definition=name)
     owner = default_owner()
+    backend = backend_cpu_reader()
+    backend_before, cpu_before = backend(), time.process_time()
     started = time.perf_counter()
     for i in range(runs):
-        if shape == "graph":
+        if graph:
             run = services.run_create(binding_name=name, run_input={})
             instance = run.instance
         else:
@@ -161,8 +174,29 @@ def child(shape: str, branches: int, runs: int) -> dict:
             raise RuntimeError(f"{shape} run ended {instance.status}: {instance.error}")
     return {
         "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - cpu_before,
+        "backend_cpu": backend() - backend_before,
         "parallel": hasattr(__import__("workflows.step", fromlist=["Step"]).Step, "parallel"),
     }
+
+
+def backend_cpu_reader():
+    """CPU seconds (user + system) of this process's PostgreSQL backend, from /proc."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    return read
 
 
 def run_child(shape: str, branches: int, runs: int) -> dict:
@@ -190,7 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--child", choices=["graph", "code"])
+    parser.add_argument("--child", choices=["graph", "graph-v1", "code"])
     parser.add_argument("--branches", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
@@ -209,24 +243,24 @@ def main() -> None:
     print(
         f"{args.runs} run(s) of load → {args.branches} branches → done ({nodes} nodes) on {database()}"
     )
-    for shape in ("graph", "code"):
+    print(f"load: {Path('/proc/loadavg').read_text().strip()}")
+    labels = {
+        "graph-v1": "graph, graph-run v1 (branches one after another)",
+        "graph": "graph, graph-run latest (branches as step.parallel lanes)",
+        "code": "code workflow, step.parallel",
+    }
+    for shape in ("graph-v1", "graph", "code"):
         idle = run_child(shape, args.branches, 0)
         run_child(shape, args.branches, 1)  # warm-up
         result = run_child(shape, args.branches, args.runs)
         total_nodes = nodes * args.runs
         commits_net = result["commits"] - idle["commits"]
-        label = (
-            "graph (interpreter, branches sequential)"
-            if shape == "graph"
-            else (
-                "code workflow, step.parallel"
-                if result["parallel"]
-                else "code workflow, sequential step.do (no step.parallel on this engine)"
-            )
-        )
         print(
-            f"{label:<66} {result['seconds']:7.2f} s  {total_nodes / result['seconds']:8.1f} nodes/s  "
-            f"{commits_net / total_nodes:5.2f} commits/node"
+            f"{labels[shape]:<58} {result['seconds']:6.2f} s  "
+            f"{total_nodes / result['seconds']:7.1f} nodes/s  "
+            f"{commits_net / total_nodes:5.2f} commits/node  "
+            f"{1000 * result['cpu'] / total_nodes:5.2f} ms CPU/node  "
+            f"{1000 * result['backend_cpu'] / total_nodes:5.2f} ms PG CPU/node"
         )
 
 

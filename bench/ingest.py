@@ -11,7 +11,8 @@ bodies), so the client costs as little CPU as possible on a 2-core box. It print
 asserts nothing.
 
 Targets (issue 2): ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 normalized/s with one
-2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body.
+2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body. Issue 10: the consumer's peak RSS
+with five 40 MB rows pending ≤ 4× one payload above its idle size.
 """
 
 import argparse
@@ -24,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -35,6 +37,7 @@ PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET = "bench-secret"
 USERS = 50
+PROMETHEUS_DIR = tempfile.mkdtemp(prefix="vf-bench-prometheus-")
 
 
 # --- set-up ------------------------------------------------------------------------------
@@ -58,6 +61,8 @@ def server_env(database_url: str, redis_url: str = "") -> dict:
         "LOG_LEVEL": "WARNING",
         "Q_CLUSTER_NAME": "vfbench",
         "PYTHONUNBUFFERED": "1",
+        # as `manage.py serve` runs it: counters in files every process adds up
+        "PROMETHEUS_MULTIPROC_DIR": PROMETHEUS_DIR,
     }
 
 
@@ -85,12 +90,24 @@ def django_setup(database_url: str, redis_url: str = "") -> None:
     django.setup()
 
 
-def start_gunicorn(env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
+def start_gunicorn(
+    env: dict,
+    port: int,
+    workers: int,
+    threads: int,
+    app: str = "config.wsgi:application",
+    tree: Path = ROOT,
+) -> subprocess.Popen:
+    """gunicorn as `manage.py serve` runs it (its config file; the bench sets the Prometheus
+    multiprocess directory like serve does), without serve's access log. `tree`: the checkout
+    whose code it serves (--baseline-tree: another commit, same database and client)."""
     args = [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        app,
+        "--config",
+        "python:config.gunicorn_conf",
         "-b",
         f"127.0.0.1:{port}",
         "-w",
@@ -105,7 +122,9 @@ def start_gunicorn(env: dict, port: int, workers: int, threads: int) -> subproce
     ]
     if threads > 1:
         args += ["-k", "gthread", "--threads", str(threads)]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env)
+    if tree != ROOT:
+        env = {**env, "PYTHONPATH": str(tree)}
+    proc = subprocess.Popen(args, cwd=tree, env=env)
     wait_up(f"http://127.0.0.1:{port}/webhook/terra", proc)
     return proc
 
@@ -326,7 +345,7 @@ def reset_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE raw_events, trace_events, daily_summary, sleep_sessions, activities, "
-            "django_q_ormq, django_q_task RESTART IDENTITY CASCADE"
+            "django_q_ormq, django_q_task, ingest_consume_tickets RESTART IDENTITY CASCADE"
         )
 
 
@@ -404,16 +423,16 @@ def gunicorn_worker_pid(master: int) -> int:
 
 
 def big_body(target: int) -> bytes:
-    """A daily delivery padded with heart-rate samples to `target` bytes (Terra's large
-    payloads are exactly this: dense sample streams)."""
+    """A daily delivery padded with heart-rate samples to `target` bytes, where Terra puts them
+    (data[].heart_rate_data.detailed.hr_samples: its large payloads are dense sample streams)."""
     from ingest import demo_payloads
 
     payload = demo_payloads.daily_payload("bench0", date(2026, 6, 1))
+    payload["data"][0]["heart_rate_data"]["detailed"] = {"hr_samples": ["SAMPLES"]}
+    head, tail = json.dumps(payload, separators=(",", ":")).split('"SAMPLES"')
     sample = '{"timestamp":"2026-06-01T00:00:00.000000+01:00","bpm":64}'
-    head = json.dumps(payload, separators=(",", ":"))[:-1] + ',"hr_samples":['
-    count = (target - len(head) - 2) // (len(sample) + 1)
-    text = head + ",".join([sample] * count) + "]}"
-    return text.encode()
+    count = (target - len(head) - len(tail)) // (len(sample) + 1)
+    return (head + ",".join([sample] * count) + tail).encode()
 
 
 def big_delivery(env: dict) -> dict:
@@ -466,9 +485,10 @@ def tree_pids(pid: int) -> list[int]:
     return found
 
 
-def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
+def big_rows_pending(env: dict, dbname: str, rows: int = 5, mb: int = 40) -> dict:
     """Peak RSS of the qcluster's worker processes while `rows` deliveries of `mb` MB each are
-    pending (issue 10 §6): one task is published, its batch claim meets all of them."""
+    pending (issue 10 §6): one task is published, its batch claim meets all of them. Also the
+    cluster's and PostgreSQL's CPU per row (start-up excluded)."""
     import hashlib
 
     from ingest.models import RawEvent, RawEventState
@@ -501,6 +521,10 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
         time.sleep(5)  # start-up: the worker is idle (nothing is published yet)
         workers = [p for p in tree_pids(cluster.pid) if p != cluster.pid]
         idle = {pid: rss_peak_kb(pid) for pid in workers}
+        load = load_average()
+        backends = BackendCpu(dbname)
+        backends.begin()
+        cpu_before = tree_cpu_seconds(cluster.pid)
         began = time.perf_counter()
         queue_publish(ids[0])
         peak = dict(idle)
@@ -508,11 +532,13 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
             for pid in tree_pids(cluster.pid):
                 with contextlib.suppress(FileNotFoundError):
                     peak[pid] = max(peak.get(pid, 0), rss_peak_kb(pid))
+            backends.sample()
             done = RawEvent.objects.filter(pk__in=ids).exclude(state=RawEventState.PENDING).count()
             if done == rows:
                 break
             time.sleep(0.1)
         seconds = time.perf_counter() - began
+        cpu = tree_cpu_seconds(cluster.pid) - cpu_before
     finally:
         os.killpg(cluster.pid, signal.SIGTERM)
         try:
@@ -530,41 +556,205 @@ def big_rows_pending(env: dict, rows: int = 5, mb: int = 40) -> dict:
         "process_idle_peak_mb": round(idle_kb / 1024, 1),
         "process_peak_rss_mb": round(peak_kb / 1024, 1),
         "growth_over_largest_payload": round(growth, 2),
+        # includes the cluster's idle polling while the rows run
+        "cluster_cpu_s_per_row": round(cpu / rows, 2),
+        "postgres_cpu_s_per_row": round(backends.seconds() / rows, 2),
+        "load_avg_1m_before": load,
     }
 
 
-def run_broker(name: str, url: str, redis_url: str, args) -> dict:
-    env = server_env(url, redis_url)
-    reset_tables()
-    if redis_url:
-        import redis
+def record_in_process(n: int, salt: str) -> None:
+    """n signed deliveries recorded through the webhook's own function (raw_event_record: row,
+    traces and queue publish in one transaction), without HTTP: the normalize bench's input."""
+    from ingest.deliveries import raw_event_record
+    from ingest.signature import signature_header_value
 
-        redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+    for body in bodies(n, salt):
+        headers = {"Terra-Signature": signature_header_value(body, secret=SECRET)}
+        raw_event_record(body=body, headers=headers, request_id="bench")
+
+
+def noop_drain(env: dict, n: int, dbname: str) -> dict:
+    """django-q2's own floor: n no-op tasks on the ORM broker drained by one 2-worker cluster
+    (the same cluster settings as the consumer's), timed until the queue is empty."""
+    from django.db import transaction
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
+    from ingest.queue import _get_broker
+
+    reset_tables()
+    with transaction.atomic():
+        for i in range(n):
+            async_task("operator.pos", i, broker=_get_broker(), save=False)
+    return _timed_cluster(env, n, dbname, lambda: OrmQ.objects.count())
+
+
+def _timed_cluster(env: dict, total: int, dbname: str, left) -> dict:
+    """Start one qcluster (2 workers) and time it until left() is 0, with the CPU split."""
+    backends = BackendCpu(dbname)
+    backends.begin()
+    ticks = machine_ticks()
+    load = load_average()
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env={**env, "Q_WORKERS": "2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = time.perf_counter()
+    first = None
+    cpu = cpu_at_first = 0.0
+    try:
+        while True:
+            remaining = left()
+            if first is None and remaining < total:
+                first = time.perf_counter()
+                cpu_at_first = cpu  # the cluster's start-up, left out of the per-unit figure
+            if remaining == 0 or time.perf_counter() - started > 600:
+                break
+            cpu = tree_cpu_seconds(cluster.pid)
+            backends.sample()
+            time.sleep(0.05)
+        done = time.perf_counter()
+        ticks_after = machine_ticks()
+    finally:
+        stop(cluster)
+    busy = done - (first or started)
+    return {
+        "load_avg_1m_before": load,
+        "n": total,
+        "seconds_from_first": round(busy, 2),
+        "seconds_incl_startup": round(done - started, 2),
+        "per_s": round(total / busy, 1) if busy else None,
+        # from the first unit done (the cluster's start-up before it left out)
+        "cluster_cpu_ms_each": round((cpu - cpu_at_first) / total * 1000, 2),
+        "cluster_startup_cpu_s": round(cpu_at_first, 2),
+        "postgres_cpu_ms_each": round(backends.seconds() / total * 1000, 2),
+        "machine_busy_percent": busy_percent(ticks, ticks_after),
+    }
+
+
+def normalize_only(url: str, args) -> None:
+    """Issue 15's normalization figure: one 2-worker cluster on the ORM broker draining N rows
+    recorded as the webhook records them, beside django-q2's own no-op drain of N tasks, both
+    in this run, each with the cluster / PostgreSQL CPU split and the load."""
+    from ingest.models import RawEvent, RawEventState
+
+    env = server_env(url)
+    noop = noop_drain(env, args.n, args.db)
+    print(f"[django-q2 no-op drain] {json.dumps(noop)}", flush=True)
+    reset_tables()
+    record_in_process(args.n, f"normalize-{time.time()}")
+    pending = RawEvent.objects.filter(state=RawEventState.PENDING)
+    drain = _timed_cluster(env, args.n, args.db, pending.count)
+    drain["states"] = counts()
+    drain["over_noop_drain"] = round(drain["per_s"] / noop["per_s"], 2)
+    print(f"[normalize, ORM broker] {json.dumps(drain)}", flush=True)
+
+
+def database_counters(dbname: str) -> tuple[int, int]:
+    """(transactions, rows inserted) so far in the bench database (pg_stat_database)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT xact_commit + xact_rollback, tup_inserted FROM pg_stat_database "
+            "WHERE datname = %s",
+            [dbname],
+        )
+        return cursor.fetchone()
+
+
+def accept_phase(
+    name: str, env: dict, args, app: str = "config.wsgi:application", tree: Path = ROOT
+) -> dict:
+    """Post args.n signed deliveries at args.c connections to `app` behind gunicorn; figures
+    with the CPU split per request: the load generator (client), the gunicorn tree (web) and
+    the bench database's PostgreSQL backends."""
+    reset_tables()
     port = free_port()
-    server = start_gunicorn(env, port, args.workers, args.threads)
+    server = start_gunicorn(env, port, args.workers, args.threads, app, tree)
     try:
         target = f"http://127.0.0.1:{port}/webhook/terra"
-        post_all(target, bodies(200, f"{name}-warm"), args.c)  # warm every worker
+        post_all(target, bodies(300, f"{name}-warm"), args.c)  # warm every worker
         reset_tables()
-        if redis_url:
-            redis.Redis.from_url(redis_url).delete("django_q:vfbench:q")
+        if env.get("REDIS_URL"):
+            import redis
+
+            redis.Redis.from_url(env["REDIS_URL"]).delete("django_q:vfbench:q")
         payloads = bodies(args.n, f"{name}-{time.time()}")
         load = load_average()
         backends = BackendCpu(args.db)
         backends.begin()
+        xacts, inserted = database_counters(args.db)
         ticks = machine_ticks()
         cpu_before = tree_cpu_seconds(server.pid)
         accept = post_all(target, payloads, args.c)
-        accept["web_cpu_ms_per_delivery"] = round(
-            (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000, 2
-        )
+        web_ms = (tree_cpu_seconds(server.pid) - cpu_before) / args.n * 1000
         backends.sample()
-        accept["postgres_cpu_ms_per_delivery"] = round(backends.seconds() / args.n * 1000, 2)
-        accept["machine_busy_percent"] = busy_percent(ticks, machine_ticks())
-        accept["load_avg_1m_before"] = load
+        busy = busy_percent(ticks, machine_ticks())
+        time.sleep(0.6)  # pg_stat_database is fed by the backends every 500 ms or so
+        xacts_after, inserted_after = database_counters(args.db)
     finally:
         stop(server)
+    pg_ms = backends.seconds() / args.n * 1000
+    accept["web_cpu_ms_per_delivery"] = round(web_ms, 3)
+    accept["postgres_cpu_ms_per_delivery"] = round(pg_ms, 3)
+    accept["machine_cpu_ms_per_delivery"] = round(
+        web_ms + pg_ms + accept["client_cpu_ms_per_delivery"], 3
+    )
+    accept["db_transactions_per_delivery"] = round((xacts_after - xacts) / args.n, 2)
+    accept["db_rows_inserted_per_delivery"] = round((inserted_after - inserted) / args.n, 2)
+    accept["machine_busy_percent"] = busy
+    accept["load_avg_1m_before"] = load
     print(f"[{name}] accept: {json.dumps(accept)}", flush=True)
+    return accept
+
+
+FLOORS = (
+    ("floor:bare-wsgi", "bench.wsgi_floor:bare"),
+    ("floor:django-empty-view", "bench.wsgi_floor:django_empty"),
+)
+
+
+def accept_with_floors(url: str, args) -> dict:
+    """The webhook (ORM broker) beside what gunicorn alone and an empty Django view cost, in the
+    same run: the webhook's own share is its figure minus the empty view's."""
+    env = server_env(url)
+    results = {name: accept_phase(name, env, args, app) for name, app in FLOORS}
+    if args.baseline_tree:
+        tree = Path(args.baseline_tree).resolve()
+        results["baseline"] = accept_phase(f"orm baseline {tree.name}", env, args, tree=tree)
+    results["webhook"] = accept_phase("orm", env, args)
+    empty, hook = results["floor:django-empty-view"], results["webhook"]
+    print(
+        "[summary] web CPU ms/delivery: webhook "
+        f"{hook['web_cpu_ms_per_delivery']} (target <= 1.0), empty Django view "
+        f"{empty['web_cpu_ms_per_delivery']}, bare gunicorn "
+        f"{results['floor:bare-wsgi']['web_cpu_ms_per_delivery']}"
+        + (
+            f", baseline webhook {results['baseline']['web_cpu_ms_per_delivery']} "
+            f"(PostgreSQL {results['baseline']['postgres_cpu_ms_per_delivery']}, "
+            f"{results['baseline']['accepted_per_s']}/s)"
+            if "baseline" in results
+            else ""
+        )
+        + f"; PostgreSQL "
+        f"{hook['postgres_cpu_ms_per_delivery']}; client {hook['client_cpu_ms_per_delivery']}; "
+        f"accepted/s {hook['accepted_per_s']} (target >= 1000) p99 {hook['p99_ms']} ms "
+        f"(target <= 50) at C={args.c}, gunicorn {args.workers}x{args.threads}; "
+        f"load {hook['load_avg_1m_before']}",
+        flush=True,
+    )
+    return results
+
+
+def run_broker(name: str, url: str, redis_url: str, args) -> dict:
+    env = server_env(url, redis_url)
+    accept = accept_phase(name, env, args)
     drain = drain_with_qcluster(env, args.n, args.db)
     print(f"[{name}] drain:  {json.dumps(drain)}", flush=True)
     return {"accept": accept, "drain": drain}
@@ -584,6 +774,22 @@ def main() -> None:
         "--big-pending",
         action="store_true",
         help="only the consumer's peak RSS with five 40 MB rows pending",
+    )
+    parser.add_argument(
+        "--normalize",
+        action="store_true",
+        help="only the normalize rate (ORM broker) beside django-q2's no-op drain",
+    )
+    parser.add_argument(
+        "--accept-only",
+        action="store_true",
+        help="only the accept figures: bare gunicorn, an empty Django view and the webhook "
+        "(ORM broker), side by side with the CPU split",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        help="with --accept-only: also measure the webhook of this checkout (e.g. a worktree "
+        "of main) in the same run, same database schema",
     )
     parser.add_argument(
         "--reuse-db", action="store_true", help="keep the bench database from the last run"
@@ -607,7 +813,15 @@ def main() -> None:
         flush=True,
     )
     if args.big_pending:
-        print(f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url)))}", flush=True)
+        print(
+            f"[5×40MB pending] {json.dumps(big_rows_pending(server_env(url), args.db))}", flush=True
+        )
+        return
+    if args.normalize:
+        normalize_only(url, args)
+        return
+    if args.accept_only:
+        accept_with_floors(url, args)
         return
     results = {}
     for broker in filter(None, args.brokers.split(",")):

@@ -174,6 +174,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "ops.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Terra's POSTs go from here to the webhook view: nothing below is of use to them.
+    "ingest.webhook.WebhookShortcut",
     # Static files (admin CSS/JS, Swagger UI) from the app itself: no --insecure, no extra server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -104,18 +104,14 @@ class GraphBindingAdmin(ReadOnlyAdmin):
         return "latest published" if obj.pinned_version is None else f"pinned v{obj.pinned_version}"
 
 
-HUMAN_KINDS = ("human",)
-
-
 def waiting_humans(run: GraphRun) -> list[dict]:
-    """Tokens at a `human` node that are waiting for their event, with the event type."""
-    nodes = {n["ref"]: n for n in run.definition.document.get("nodes", [])}
-    found = []
-    for token in selectors.current_tokens(run).filter(status="executing"):
-        action = nodes.get(token.node_ref, {}).get("action", {})
-        if action.get("kind") in HUMAN_KINDS:
-            found.append({"token": token, "event_type": action.get("event_type", "")})
-    return found
+    """Tokens at a `human` node that are waiting for their event, with the event type and
+    whether an answer can name the token (graph-run v3+; older runs: the first waiting branch
+    of that type takes it)."""
+    waiting = selectors.waiting_human_tokens(run)
+    targeted = run.instance.version >= services.TARGETED_VERSION
+    tokens = selectors.current_tokens(run).filter(path_id__in=list(waiting))
+    return [{"token": t, "event_type": waiting[t.path_id], "targeted": targeted} for t in tokens]
 
 
 def token_tree(run: GraphRun) -> list[dict]:
@@ -185,6 +181,7 @@ class GraphRunAdmin(ReadOnlyAdmin):
         if request.method != "POST":
             return back
         event_type = request.POST.get("event_type", "")
+        token = request.POST.get("token") or None
         if event_type not in {h["event_type"] for h in waiting_humans(run)}:
             messages.error(request, "No human node of this run waits for that event.")
             return back
@@ -195,12 +192,19 @@ class GraphRunAdmin(ReadOnlyAdmin):
             "note": request.POST.get("note", "")[:500],
         }
         try:
-            services.run_send_event(run=run, type=event_type, payload=payload, request=request)
+            services.run_send_event(
+                run=run, type=event_type, payload=payload, token=token, request=request
+            )
         except ApiError as exc:
             messages.error(request, exc.message)
             return back
         messages.success(
             request,
-            format_html("Sent <b>{}</b> ({}).", event_type, "approved" if approved else "rejected"),
+            format_html(
+                "Sent <b>{}</b> ({}){}.",
+                event_type,
+                "approved" if approved else "rejected",
+                f" to token {token}" if token else "",
+            ),
         )
         return back

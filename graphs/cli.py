@@ -15,7 +15,8 @@ EXAMPLES = """examples:
   vitalflow-wf graphs run --binding lab-out-of-range --input '{"upload_id": "…"}'
   vitalflow-wf graphs runs --binding lab-out-of-range
   vitalflow-wf graphs events --run RUN_ID
-  vitalflow-wf graphs events --run RUN_ID --type clinician_ack --payload '{"approved": true}'"""
+  vitalflow-wf graphs events --run RUN_ID --type clinician_ack --payload '{"approved": true}'
+  vitalflow-wf graphs events --run RUN_ID --type answer --token 0.2.0 --payload '{"ok": true}'"""
 
 
 def _pages(api, path: str, key: str, params: dict, follow: bool):
@@ -76,8 +77,11 @@ def cmd_events(api, args, out) -> None:
     path = f"graphs/runs/{args.run}/events"
     if args.type:
         body = {"type": args.type, "payload": wf.parse_json_arg(args.payload, "--payload")}
+        if args.token:
+            body["token"] = args.token
         data = api.call("POST", path, body=body)
-        print(f"sent {args.type} to {args.run}: {data['status']}", file=out)
+        to = f" (token {args.token})" if args.token else ""
+        print(f"sent {args.type} to {args.run}{to}: {data['status']}", file=out)
         return
     for e in _pages(api, path, "events", {"page_size": 200}, True):
         where = f" {e['token']} {e['node']}" if e["token"] else ""
@@ -111,6 +115,7 @@ def add_commands(groups) -> None:
     p.add_argument("--run", "-r", required=True)
     p.add_argument("--type", "-t", help="send an event of this type instead of listing")
     p.add_argument("--payload", help="JSON payload of the event to send")
+    p.add_argument("--token", help="answer only this token's waiting human node")
 
 
 add_commands.group_name = "graphs"

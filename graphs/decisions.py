@@ -1,6 +1,6 @@
 """Pure coordination of a graph run: given the definition and the run's state, decide what
 happens next and apply results. No database, no clock, no I/O — the executor
-(graphs/workflows.py) runs the actions as durable steps and feeds their results back here.
+(graphs/executor.py) runs the actions as durable steps and feeds their results back here.
 
 The state (graphs/state.py) holds contexts per scope, tokens, fan-out groups, loop counters
 and a journal of run events that the executor stores. Time is logical: `clock_ms` only moves

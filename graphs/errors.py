@@ -59,5 +59,19 @@ class RunNotFound(GraphError):
     status = 404
 
 
+class NoWaitingHuman(GraphError):
+    """An answer names a token that is not a human node waiting for that event type."""
+
+    code = "no_waiting_human"
+    status = 409
+
+
+class EventNotTargetable(GraphError):
+    """The run's interpreter version takes human answers by event type only."""
+
+    code = "event_not_targetable"
+    status = 409
+
+
 class HttpActionRefused(Exception):
     """The http action's SSRF guard refused a destination (never retried)."""

@@ -112,6 +112,9 @@ def arrive(graph: Graph, state: RunState, token: Token, transition: Transition) 
         )
         return
     group, index = found
+    if group.lane_arrivals is not None:  # inside a branch lane: the join counts it
+        note_lane_arrival(state, group, index, token)
+        return
     timeout = fan_in_timeout_ms(graph, group)
     if not group.done and timeout is not None and state.clock_ms - group.started_ms >= timeout:
         apply_fan_in_timeout(graph, state, group.id)  # this arrival came too late to count
@@ -127,6 +130,22 @@ def arrive(graph: Graph, state: RunState, token: Token, transition: Transition) 
         data={"group": group.id, "arrived": len(group.arrived), "total": len(group.scopes)},
     )
     check_group(graph, state, group, transition)
+
+
+def note_lane_arrival(state: RunState, group: Group, index: int, token: Token) -> None:
+    if any(a["index"] == index for a in group.lane_arrivals):
+        return  # this branch arrived by another path first
+    group.lane_arrivals.append(
+        {"group": group.id, "index": index, "token": token.path, "at_ms": state.clock_ms}
+    )
+    token.status = WAITING
+    touch(state, token)
+    record_event(
+        state,
+        "fan_in_waiting",
+        token=token,
+        data={"group": group.id, "branch": index, "total": len(group.scopes)},
+    )
 
 
 def needed_arrivals(transition: Transition, total: int) -> int:
@@ -174,7 +193,7 @@ def branch_ended(graph: Graph, state: RunState, token: Token) -> None:
     """A token inside a branch failed or reached an end without arriving at its fan-in: the
     innermost group may no longer be satisfiable. With no fan-in, a failure fails the run."""
     group = state.groups[state.scope_group[token.scope]]
-    if group.done:
+    if group.done or group.lane_arrivals is not None:  # a lane's end is judged at the join
         return
     if group.fan_in is None:
         if token.status == FAILED:
@@ -191,7 +210,11 @@ def branch_ended(graph: Graph, state: RunState, token: Token) -> None:
     check_group(graph, state, group, graph.transition(group.fan_in))
 
 
-def complete_group(graph: Graph, state: RunState, group: Group, transition: Transition) -> None:
+def complete_group(
+    graph: Graph, state: RunState, group: Group, transition: Transition, values=None
+) -> None:
+    """`values` ({branch index: merge.source value or MISSING}): what the branches' contexts
+    held, when they are not in `state` (a join of branch lanes); else read from the contexts."""
     group.done = True
     cancelled = []
     for t in state.tokens.values():
@@ -212,7 +235,12 @@ def complete_group(graph: Graph, state: RunState, group: Group, transition: Tran
             merged = merge_values(
                 merge.strategy,
                 [
-                    (i, pointers.get(state.contexts[group.scopes[i]], merge.source))
+                    (
+                        i,
+                        values[i]
+                        if values is not None
+                        else pointers.get(state.contexts[group.scopes[i]], merge.source),
+                    )
                     for i in group.arrived
                 ],
                 existing=pointers.get(parent_context, merge.target),
@@ -262,11 +290,11 @@ def merge_values(strategy: str, values: list[tuple[int, object]], *, existing=po
     raise MergeError(f"unknown merge strategy {strategy!r}")
 
 
-def apply_fan_in_timeout(graph: Graph, state: RunState, group_id: str) -> None:
+def apply_fan_in_timeout(graph: Graph, state: RunState, group_id: str, values=None) -> None:
     group = state.groups[group_id]
     transition = graph.transition(group.fan_in)
     if transition.sync.on_timeout == "proceed_with_available":
-        complete_group(graph, state, group, transition)
+        complete_group(graph, state, group, transition, values)
         return
     group.done = True
     fail_run(

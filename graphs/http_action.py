@@ -63,10 +63,17 @@ def _allowed_hosts() -> set[str]:
 
 
 def _is_public(address: str) -> bool:
+    """Globally routable unicast only. `is_global` also refuses the shared address space
+    (100.64.0.0/10, where some clouds serve instance metadata); IPv6 forms that carry an IPv4
+    address (mapped, 6to4, Teredo) are judged by that address; site-local fec0::/10 is refused."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not (
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if embedded is not None:
+            return _is_public(str(embedded))
+        if ip.is_site_local:
+            return False
+    return ip.is_global and not (
         ip.is_private
         or ip.is_loopback
         or ip.is_link_local

@@ -6,14 +6,23 @@ from pathlib import Path
 import yaml
 
 from graphs import services
+from graphs.errors import InvalidGraph
 from graphs.models import GraphBinding, GraphDefinition
 
 
 def load_file(path: str) -> dict:
+    """The file's document; ValueError (the command's error) when it is not valid JSON/YAML.
+    Whether it is an object is checked with the rest of the document (InvalidGraph)."""
     text = Path(path).read_text()
     if path.endswith((".yaml", ".yml")):
-        return yaml.safe_load(text)
-    return json.loads(text)
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
 
 
 def import_document(
@@ -21,6 +30,8 @@ def import_document(
 ) -> GraphDefinition:
     """Create a draft from `document`; when its content equals the latest version's, reuse that
     version instead (so importing the same file twice creates nothing new)."""
+    if not isinstance(document, dict):
+        raise InvalidGraph("a graph definition must be a JSON object")
     document = {k: v for k, v in document.items() if k != "version"}
     latest = GraphDefinition.objects.filter(name=document.get("name")).order_by("-version").first()
     if latest is not None and latest.checksum == services.checksum(document):

@@ -43,6 +43,20 @@ def current_tokens(run: GraphRun):
     return run.tokens.filter(engine_run=run.instance.run_number).order_by("sequence")
 
 
+def waiting_human_tokens(run: GraphRun, *, event_type: str | None = None) -> dict[str, str]:
+    """{token path: event type} of the run's human nodes waiting for their answer (optionally
+    only those waiting for `event_type`), in token order."""
+    nodes = {n.get("ref"): n for n in run.definition.document.get("nodes", [])}
+    found = {}
+    for path, ref in (
+        current_tokens(run).filter(status="executing").values_list("path_id", "node_ref")
+    ):
+        action = nodes.get(ref, {}).get("action", {})
+        if action.get("kind") == "human" and event_type in (None, action.get("event_type")):
+            found[path] = action.get("event_type", "")
+    return found
+
+
 def current_events(run: GraphRun):
     return run.run_events.filter(engine_run=run.instance.run_number)
 

@@ -26,8 +26,9 @@ from graphs.models import DefinitionStatus, GraphBinding, GraphDefinition, Graph
 from ops.services import audit_log_write
 from workflows import limits, runtime
 from workflows import services as engine
+from workflows.models import WorkflowEvent
 
-GRAPH_WORKFLOW = "graph-run"  # graphs/workflows.py registers it
+GRAPH_WORKFLOW = spec.GRAPH_RUN  # graphs/workflows.py registers it
 
 
 def _audit(action: str, *, resource: str, actor=None, request=None, metadata=None) -> None:
@@ -291,6 +292,48 @@ def run_create(
     return run
 
 
+def child_run_params(*, binding_name: str, run_input) -> dict:
+    """What a `workflow` node with `binding` starts: the engine params of a graph-run child
+    (the binding's current version, fixed now; the input checked like run_create's)."""
+    binding = binding_get(name=binding_name)
+    definition = binding_definition(binding)
+    problems = input_problems(definition, run_input)
+    if problems:
+        raise InvalidInput(
+            f"input does not match the input_schema of {definition.name!r} "
+            f"v{definition.version}: {problems[0]['path']}: {problems[0]['message']}",
+            errors=problems,
+        )
+    return {
+        "input": run_input,
+        "definition": f"{definition.name}/v{definition.version}",
+        "binding": binding.name,
+    }
+
+
+def run_adopt(*, instance) -> GraphRun:
+    """The run row of a graph-run instance started as a child (by step.run_workflow, from
+    child_run_params): created the first time the instance runs, found afterwards."""
+    params = instance.params or {}
+    name, _, version = str(params.get("definition", "")).rpartition("/v")
+    definition = definition_get(name=name, version=int(version or 0))
+    binding = GraphBinding.objects.filter(name=params.get("binding") or "").first()
+    now = runtime.now()
+    run, _ = GraphRun.objects.get_or_create(
+        run_id=instance.instance_id,
+        defaults={
+            "instance": instance,
+            "definition": definition,
+            "binding": binding,
+            "binding_name": binding.name if binding else "",
+            "context": {"input": params.get("input")},
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
+    return run
+
+
 def run_get(*, run_id: str) -> GraphRun:
     from graphs.errors import RunNotFound
 
@@ -300,21 +343,54 @@ def run_get(*, run_id: str) -> GraphRun:
     return found
 
 
+TARGETED_VERSION = 3  # graph-run versions from this one take answers naming a token
+
+
 def run_send_event(
     *,
     run: GraphRun,
-    type: str,
+    type: str,  # noqa: A002
     payload=None,
+    token: str | None = None,
     actor=None,
-    request=None,  # noqa: A002
+    request=None,
 ):
-    """What a person's approval sends to a waiting `human` node (the console does the same)."""
-    event = engine.instance_send_event(instance=run.instance, type=type, payload=payload)
+    """What a person's approval sends to a waiting `human` node (the console does the same).
+    Without `token` the first branch waiting for `type` takes it; with `token` only that
+    token's human node does (runs on graph-run v3 and later), and it must be waiting."""
+    engine_type = type
+    if token is not None:
+        engine_type = _token_event_type(run, type, token)
+    event = engine.instance_send_event(instance=run.instance, type=engine_type, payload=payload)
     _audit(
         "graph_run.send_event",
         resource=f"graph_run:{run.run_id}",
         actor=actor,
         request=request,
-        metadata={"type": type},
+        metadata={"type": type, **({"token": token} if token is not None else {})},
     )
     return event
+
+
+def _token_event_type(run: GraphRun, event_type: str, token: str) -> str:
+    from graphs import selectors
+    from graphs.errors import EventNotTargetable, NoWaitingHuman
+
+    if run.instance.version < TARGETED_VERSION:
+        raise EventNotTargetable(
+            f"run {run.run_id!r} runs on graph-run v{run.instance.version}, whose human nodes "
+            "take answers by event type only: send it without a token"
+        )
+    if token not in selectors.waiting_human_tokens(run, event_type=event_type):
+        raise NoWaitingHuman(
+            f"token {token!r} of run {run.run_id!r} is not a human node waiting for {event_type!r}"
+        )
+    engine_type = spec.token_event_type(event_type, token)
+    if WorkflowEvent.objects.filter(
+        instance=run.instance,
+        run_number=run.instance.run_number,
+        type=engine_type,
+        consumed_at__isnull=True,
+    ).exists():
+        raise NoWaitingHuman(f"token {token!r} of run {run.run_id!r} already has an answer")
+    return engine_type

@@ -7,6 +7,7 @@ refs, conditions, fan-out/fan-in pairing, merges), JSON Schemas, reachability fr
 node, and cycles (a transition that closes one needs loop_config.max_iterations).
 """
 
+import hashlib
 import re
 import string
 from dataclasses import dataclass, field
@@ -45,11 +46,12 @@ NODE_KEYS = {
 ACTION_KEYS = {
     "python": ({"name"}, set()),
     "http": ({"url"}, {"method", "headers", "body", "timeout"}),
-    "workflow": ({"workflow"}, set()),
+    "workflow": (set(), {"workflow", "binding"}),  # exactly one: a code workflow or a graph
     "human": ({"event_type"}, {"timeout"}),
     "set": ({"values"}, set()),
     "sleep": ({"duration"}, set()),
 }
+GRAPH_RUN = "graph-run"  # the interpreter (graphs.services.GRAPH_WORKFLOW): graphs are bindings
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 TRANSITION_KEYS = {
     "ref",
@@ -72,6 +74,15 @@ MAX_TRANSITIONS = 500
 MAX_SPAWN = 1000
 DEFAULT_PRIORITY = 1
 DEFAULT_HUMAN_TIMEOUT_MS = 24 * 3_600_000
+
+
+def token_event_type(event_type: str, path: str) -> str:
+    """The engine event type that answers only token `path`'s human node (graph-run v3): the
+    node's type, "--", the path with "_" for "." (a hash of the path when that is too long)."""
+    full = f"{event_type}--{path.replace('.', '_')}"
+    if len(full) <= 100:
+        return full
+    return f"{event_type}--{hashlib.sha256(path.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -210,10 +221,8 @@ def _action(raw, ref: str, known_workflows) -> tuple[str, dict]:
         _fail(f"node {ref!r}: {kind} action needs {sorted(missing)}", ref=ref, field="action")
     if kind == "python" and actions.get(raw["name"]) is None:
         _fail(f"node {ref!r}: unknown python action {raw['name']!r}", ref=ref, field="action.name")
-    if kind == "workflow" and raw["workflow"] not in known_workflows:
-        _fail(
-            f"node {ref!r}: unknown workflow {raw['workflow']!r}", ref=ref, field="action.workflow"
-        )
+    if kind == "workflow":
+        _child(raw, ref, known_workflows)
     if kind == "human":
         if not isinstance(raw["event_type"], str) or not NAME.match(raw["event_type"]):
             _fail(f"node {ref!r}: bad event_type", ref=ref, field="action.event_type")
@@ -229,6 +238,29 @@ def _action(raw, ref: str, known_workflows) -> tuple[str, dict]:
     if kind == "http":
         _http(raw, ref)
     return kind, dict(raw)
+
+
+def _child(raw: dict, ref: str, known_workflows) -> None:
+    if ("workflow" in raw) == ("binding" in raw):
+        _fail(
+            f"node {ref!r}: a workflow action names a code `workflow` or a graph `binding`",
+            ref=ref,
+            field="action",
+        )
+    if "binding" in raw:
+        if not isinstance(raw["binding"], str) or not NAME.match(raw["binding"]):
+            _fail(f"node {ref!r}: bad binding name", ref=ref, field="action.binding")
+        return
+    if raw["workflow"] == GRAPH_RUN:
+        _fail(
+            f"node {ref!r}: start a graph with {{'binding': NAME}}, not workflow {GRAPH_RUN!r}",
+            ref=ref,
+            field="action.workflow",
+        )
+    if raw["workflow"] not in known_workflows:
+        _fail(
+            f"node {ref!r}: unknown workflow {raw['workflow']!r}", ref=ref, field="action.workflow"
+        )
 
 
 def _http(raw: dict, ref: str) -> None:

@@ -59,6 +59,9 @@ class Group:
     started_ms: int
     arrived: list[int] = field(default_factory=list)  # branch indexes, in arrival order
     done: bool = False
+    # Set in a branch lane's copy of the group (graphs/lanes.py): arrivals are only noted
+    # here ({"group", "index", "token", "at_ms"}) and the lane's parent joins them.
+    lane_arrivals: list[dict] | None = None
 
 
 @dataclass

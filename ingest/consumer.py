@@ -13,13 +13,17 @@ UPDATE SKIP LOCKED so concurrent consumers take different rows.
 
 Steps for one claimed row:
 1. load it and pick its normalizer (registry; "no_normalizer" parks, unknown types are skipped);
+   a body bigger than INLINE_BODY_BYTES whose normalizer declared the paths it reads is parsed
+   as a stream keeping only those (ingest.projection), not as a whole document;
 2. in one transaction: normalize, then write the outcome — only if our lease still holds;
 3. if the normalizer raised: roll its writes back, then schedule a retry with exponential
    backoff, or mark the row dead after MAX_ATTEMPTS.
 """
 
+import functools
 import logging
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -29,7 +33,15 @@ from django.utils import timezone
 from ingest.metrics import consumer_counted
 from ingest.models import RawEvent, RawEventState, TraceEvent, TraceLevel
 from ingest.payload import Unparseable, payload_parse
-from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
+from ingest.projection import payload_projected, payload_trie, reads_trie
+from ingest.queue import consume_ticket_ensure, consume_ticket_release
+from ingest.registry import (
+    Normalizer,
+    NormalizeResult,
+    ValueOutOfRange,
+    item_reads_for,
+    normalizer_for,
+)
 from ingest.traces import trace_columns, trace_row, traces_insert
 from ingest.users import users_prefetched
 from ops import tracing
@@ -83,12 +95,22 @@ def park_backoff(age: timedelta) -> timedelta:
 # (NULL) and loaded when its row's turn comes, so a batch holds at most one big body at a time
 # however many big rows are pending (memory bounded by bytes, not by the row count).
 INLINE_BODY_BYTES = 1024 * 1024
-_ROW_COLUMNS = ", ".join(
-    f"CASE WHEN length(body) <= {INLINE_BODY_BYTES} THEN body END AS body"
-    if f.column == "body"
-    else f.column
-    for f in RawEvent._meta.concrete_fields
-)
+# A batch claim's inline bodies add up to at most this: each row's body travels with the claim
+# only up to BATCH_BYTES / rows claimed (a 100-row batch holds ≤ 8 MiB of bodies, plus the one
+# big body being worked on).
+BATCH_BYTES = 8 * 1024 * 1024
+
+
+def _row_columns(inline: int) -> str:
+    return ", ".join(
+        f"CASE WHEN length(body) <= {int(inline)} THEN body END AS body"
+        if f.column == "body"
+        else f.column
+        for f in RawEvent._meta.concrete_fields
+    )
+
+
+_ROW_COLUMNS = _row_columns(INLINE_BODY_BYTES)
 _DUE = "(next_attempt_at IS NULL OR next_attempt_at <= %s)"
 
 
@@ -101,6 +123,71 @@ def _with_body(row: RawEvent) -> RawEvent:
     if row.body is None:
         row.body = RawEvent.objects.filter(pk=row.pk).values_list("body", flat=True).get()
     return row
+
+
+@functools.lru_cache(maxsize=64)
+def _trie(reads: tuple[str, ...]) -> dict:
+    return payload_trie(reads_trie(reads))
+
+
+# A big body is read in pieces of this size (≥ INLINE_BODY_BYTES): few enough queries
+# (PostgreSQL decompresses a compressed body from its start up to each piece), small enough
+# that memory stays flat.
+BODY_PIECE_BYTES = 2 * 1024 * 1024
+
+
+def _body_piece(pk: int, start: int) -> tuple[bytes, int]:
+    """(BODY_PIECE_BYTES of the stored body from byte `start` (1-based), the body's length)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT substr(body, CAST(%s AS integer), CAST(%s AS integer)), length(body) "
+            "FROM raw_events WHERE id = %s",
+            [start, BODY_PIECE_BYTES, pk],
+        )
+        found = cursor.fetchone()
+    if found is None:
+        raise RawEvent.DoesNotExist(f"raw event {pk}")
+    return bytes(found[0] or b""), found[1] or 0
+
+
+def _body_pieces(pk: int, first: bytes, length: int) -> Iterator[bytes]:
+    """The stored body piece by piece, one query each, so a big body streams through the
+    parser without ever being whole in this process (nor hex-encoded whole in a PostgreSQL
+    result: loading a 40 MB body at once peaks at +245 MB). Bodies never change once stored."""
+    yield first
+    start = len(first) + 1
+    while start <= length:
+        piece, _ = _body_piece(pk, start)
+        if not piece:
+            return
+        yield piece
+        start += len(piece)
+
+
+def _with_payload(row: RawEvent) -> bool:
+    """Make the row's payload readable; True when its body was parsed as a stream.
+
+    A body over INLINE_BODY_BYTES of a type whose normalizer declared the paths it reads
+    streams from the database through ingest.projection, which keeps only those: a 40 MB
+    delivery of samples never becomes hundreds of MB of Python objects. Any other body is
+    loaded and parsed whole; so is one the stream cannot parse, which is then classified
+    (skipped:unparseable:<reason>) as any other."""
+    reads = item_reads_for(row.event_type)
+    if row.body is not None or reads is None:
+        _with_body(row)
+        return False
+    first, length = _body_piece(row.pk, 1)
+    if length <= INLINE_BODY_BYTES:
+        row.body = first  # the whole body (a piece holds more than INLINE_BODY_BYTES)
+        return False
+    try:
+        row.payload_provide(payload_projected(_body_pieces(row.pk, first, length), _trie(reads)))
+        return True
+    except ValueError:
+        log.info("raw event %s: not one JSON object for the stream parse", row.pk)
+    del first
+    _with_body(row)
+    return False
 
 
 def _claim_one(pk: int, now: datetime) -> tuple[RawEvent | None, datetime]:
@@ -120,20 +207,24 @@ def _claim_one(pk: int, now: datetime) -> tuple[RawEvent | None, datetime]:
     return (rows[0] if rows else None), lease_until
 
 
-def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
+def _claim_batch(
+    limit: int, now: datetime, *, recovered: bool = True
+) -> tuple[list[RawEvent], datetime]:
     """Claim up to `limit` rows in one statement: rows due again first (retries, then expired
     leases, then parked rows, oldest due first), then pending rows oldest first. Due rows are
-    few and come first so a backlog of new deliveries never delays a retry."""
+    few and come first so a backlog of new deliveries never delays a retry. recovered=False
+    leaves out rows whose last claim ended without an outcome (_claim_recovered takes them)."""
     lease_until = now + lease()
     ops = connection.ops
     skip_locked = (
         " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     )
     states = ", ".join(["%s"] * len(CLAIMABLE))
+    not_recovered = "" if recovered else "AND state <> 'pending' "
     # CTEs, not "id IN (SELECT … LIMIT)": PostgreSQL may re-run such a subquery and claim
     # more than `limit` rows; a locking CTE is evaluated exactly once.
     sql = (
-        f"WITH again AS (SELECT id FROM raw_events WHERE state IN ({states}) "
+        f"WITH again AS (SELECT id FROM raw_events WHERE state IN ({states}) {not_recovered}"
         "AND next_attempt_at IS NOT NULL AND next_attempt_at <= %s "
         "ORDER BY CASE state WHEN %s THEN 0 WHEN %s THEN 1 ELSE 2 END, next_attempt_at, id "
         f"LIMIT %s{skip_locked}), "
@@ -142,7 +233,7 @@ def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
         "picked AS (SELECT id FROM again UNION ALL SELECT id FROM fresh) "
         "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
         f"WHERE id IN (SELECT id FROM picked LIMIT %s) AND state IN ({states}) AND {_DUE} "
-        f"RETURNING {_ROW_COLUMNS}"
+        f"RETURNING {_row_columns(min(INLINE_BODY_BYTES, BATCH_BYTES // max(limit, 1)))}"
     )
     stamp = ops.adapt_datetimefield_value(now)
     claimable = [state.value for state in CLAIMABLE]
@@ -162,6 +253,35 @@ def _claim_batch(limit: int, now: datetime) -> tuple[list[RawEvent], datetime]:
     with transaction.atomic():
         rows = _claimed(sql, params)
     return rows, lease_until
+
+
+def _claim_recovered(now: datetime) -> tuple[RawEvent | None, datetime]:
+    """Claim one pending row whose lease ran out (its worker died holding it: maybe because of
+    it), to be run alone: a row that kills its worker then takes no batch-mates' attempts with
+    it."""
+    lease_until = now + lease()
+    ops = connection.ops
+    skip_locked = (
+        " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    )
+    sql = (
+        "WITH picked AS (SELECT id FROM raw_events WHERE state = %s "
+        "AND next_attempt_at IS NOT NULL AND next_attempt_at <= %s "
+        f"ORDER BY next_attempt_at, id LIMIT 1{skip_locked}) "
+        "UPDATE raw_events SET next_attempt_at = %s, attempts = attempts + 1 "
+        f"WHERE id IN (SELECT id FROM picked) AND state = %s AND {_DUE} RETURNING {_ROW_COLUMNS}"
+    )
+    stamp = ops.adapt_datetimefield_value(now)
+    params = [
+        RawEventState.PENDING.value,
+        stamp,
+        ops.adapt_datetimefield_value(lease_until),
+        RawEventState.PENDING.value,
+        stamp,
+    ]
+    with transaction.atomic():
+        rows = _claimed(sql, params)
+    return (rows[0] if rows else None), lease_until
 
 
 def _unparseable(raw_event: RawEvent) -> NormalizeResult:
@@ -325,7 +445,7 @@ def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     try:
         if row.attempts > MAX_ATTEMPTS:
             return _abandoned(row, lease_until, now, began)
-        _with_body(row)
+        streamed = _with_payload(row)
         try:
             with transaction.atomic():
                 result = _normalizer_for_row(row)(row)
@@ -339,6 +459,8 @@ def _process_row(row: RawEvent, lease_until: datetime, now: datetime) -> str:
                     else TraceLevel.INFO,
                     data={
                         "rows": result.rows,
+                        # typed rows' `raw` then hold only the fields the normalizer read
+                        **({"stream_parsed": True} if streamed else {}),
                         **(result.detail or {}),
                         **({"error": fields["process_error"]} if fields["process_error"] else {}),
                     },
@@ -455,10 +577,6 @@ def raw_events_consume_batch(
     pending; all claimed first, then normalized in that order). Returns counts per outcome.
     `traceparent`: the webhook span that enqueued this row (OpenTelemetry link)."""
     outcomes: dict[str, int] = {}
-
-    def count(outcome: str) -> None:
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-
     claimed: list[tuple[RawEvent, datetime]] = []
     if raw_event_id is not None:
         row, lease_until = _claim_one(raw_event_id, now or timezone.now())
@@ -470,12 +588,217 @@ def raw_events_consume_batch(
     if batch > 0:
         rows, lease_until = _claim_batch(batch, now or timezone.now())
         claimed += [(row, lease_until) for row in rows]
+    _tally(
+        outcomes, _consume_claimed(claimed, now=now, traceparent=traceparent, linked=raw_event_id)
+    )
+    return outcomes
+
+
+def _consume_claimed(
+    claimed: list[tuple[RawEvent, datetime]],
+    *,
+    now: datetime | None = None,
+    traceparent: str = "",
+    linked: int | None = None,
+) -> dict[str, int]:
+    """Normalize claimed rows in their claim order: runs of ordinary rows together (one
+    transaction, one outcome statement, one trace insert); a big body, a row at its last claim
+    or the row a webhook span links to on its own path (_process)."""
+    outcomes: dict[str, int] = {}
+    group: list[tuple[RawEvent, datetime]] = []
+
+    def flush() -> None:
+        if group:
+            _tally(outcomes, _consume_group(group, now))
+            group.clear()
+
     # One user query for the batch, not one per row (rows mostly name their user).
     with users_prefetched(row.reference_id for row, _ in claimed):
         for row, lease_until in claimed:
-            links = tracing.links_from(traceparent) if row.pk == raw_event_id else ()
-            count(_process(row, lease_until, now or timezone.now(), links=links))
-            # Done with it: drop its body and parsed payload before the next row's.
-            row.body = None
-            row.__dict__.pop("_payload_cache", None)
+            if _goes_together(row) and row.pk != linked:
+                group.append((row, lease_until))
+                continue
+            flush()
+            links = tracing.links_from(traceparent) if row.pk == linked else ()
+            _tally(outcomes, {_process(row, lease_until, now or timezone.now(), links=links): 1})
+            _drop_body(row)
+        flush()
     return outcomes
+
+
+def _drop_body(row: RawEvent) -> None:
+    """Done with a row: drop its body and parsed payload before the next row's."""
+    row.body = None
+    row.__dict__.pop("_payload_cache", None)
+
+
+def _goes_together(row: RawEvent) -> bool:
+    return row.body is not None and row.attempts <= MAX_ATTEMPTS
+
+
+def _consume_group(group: list[tuple[RawEvent, datetime]], now: datetime | None) -> dict[str, int]:
+    """Rows normalized together, or — when any of them raised, or a lease was lost — each on
+    its own path, which retries, parks or leaves exactly that row (the group's writes were all
+    rolled back, so nothing is written twice)."""
+    if len(group) > 1:
+        states = _together(group, now or timezone.now())
+        if states is not None:
+            for (row, _), state in zip(group, states, strict=True):
+                consumer_counted(state, row.event_type)
+                _drop_body(row)
+            return {state: states.count(state) for state in set(states)}
+    outcomes: dict[str, int] = {}
+    for row, lease_until in group:
+        _tally(outcomes, {_process(row, lease_until, now or timezone.now()): 1})
+        _drop_body(row)
+    return outcomes
+
+
+def _together(group: list[tuple[RawEvent, datetime]], now: datetime) -> list[str] | None:
+    """One transaction for the group's normalizers, their outcomes in one UPDATE (each only
+    while our lease holds) and their traces in one INSERT. Returns each row's state, or None
+    after rolling everything back."""
+    try:
+        with transaction.atomic():
+            outcomes, traces = [], []
+            for row, lease_until in group:
+                fields, row_traces = _normalized(row, now)
+                values = {"next_attempt_at": None, "user_id": row.user_id, **fields}
+                values.setdefault("attempts", row.attempts)
+                outcomes.append((row.pk, lease_until, values))
+                traces += row_traces
+            if _outcomes_write(outcomes) != len(outcomes):
+                raise _LostClaim
+            if traces:
+                traces_insert(traces)
+    except Exception:
+        log.info("a batch of %s rows rolled back: each runs on its own", len(group), exc_info=True)
+        return None
+    return [values["state"] for _, _, values in outcomes]
+
+
+def _normalized(row: RawEvent, now: datetime) -> tuple[dict, list[list]]:
+    """Run one row's normalizer (request id, log fields and span as on _process's path):
+    its outcome columns and traces. Raises what the normalizer raises."""
+    token = set_request_id(row.request_id or "-")
+    fields_token = log_fields_set(raw_event_id=row.pk)
+    attributes = {
+        "raw_event.id": row.pk,
+        "raw_event.type": row.event_type,
+        "raw_event.attempts": row.attempts,
+        "request_id": row.request_id if row.request_id not in ("", "-") else None,
+    }
+    began = time.perf_counter()
+    try:
+        with tracing.span("ingest.consume", attributes) as span:
+            result = _normalizer_for_row(row)(row)
+            fields = _outcome_fields(result, row, now)
+            tracing.set_attributes(span, {"raw_event.outcome": fields["state"]})
+        traces = _outcome_traces(
+            row,
+            _TRACE_FOR_STATE[fields["state"]],
+            began=began,
+            level=TraceLevel.WARNING
+            if fields["state"] == RawEventState.PARKED.value
+            else TraceLevel.INFO,
+            data={
+                "rows": result.rows,
+                **(result.detail or {}),
+                **({"error": fields["process_error"]} if fields["process_error"] else {}),
+            },
+        )
+        return fields, traces
+    finally:
+        log_fields_reset(fields_token)
+        reset_request_id(token)
+
+
+_OUTCOME_COLUMNS = (
+    "id",
+    "state",
+    "processed_at",
+    "process_error",
+    "attempts",
+    "next_attempt_at",
+    "user",
+)
+
+
+def _outcomes_sql(rows: int) -> str:
+    """WITH v(…) AS (VALUES …) UPDATE raw_events … FROM v: every row's outcome in one
+    statement, each only where next_attempt_at still equals its lease (typed on PostgreSQL,
+    where an untyped NULL in VALUES would be text)."""
+    fields = [RawEvent._meta.get_field(name) for name in _OUTCOME_COLUMNS]
+    names = [field.column for field in fields]
+    if connection.vendor == "postgresql":
+        types = [*(field.db_type(connection) for field in fields), "timestamp with time zone"]
+        one = "(" + ", ".join(f"CAST(%s AS {kind})" for kind in types) + ")"
+    else:
+        one = "(" + ", ".join(["%s"] * (len(fields) + 1)) + ")"
+    sets = ", ".join(f"{name} = v.{name}" for name in names[1:])
+    return (
+        f"WITH v ({', '.join(names)}, lease) AS (VALUES {', '.join([one] * rows)}) "
+        f"UPDATE raw_events SET {sets} FROM v "
+        "WHERE raw_events.id = v.id AND raw_events.next_attempt_at = v.lease"
+    )
+
+
+def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
+    """Write each (pk, lease_until, values) outcome; returns how many rows were still ours."""
+    adapt = connection.ops.adapt_datetimefield_value
+    params = []
+    for pk, lease_until, values in outcomes:
+        params += [
+            pk,
+            values["state"],
+            adapt(values["processed_at"]),
+            values["process_error"],
+            values["attempts"],
+            adapt(values["next_attempt_at"]),
+            values["user_id"],
+            adapt(lease_until),
+        ]
+    with connection.cursor() as cursor:
+        cursor.execute(_outcomes_sql(len(outcomes)), params)
+        return cursor.rowcount
+
+
+# A shared consume task (ingest.queue tickets) claims this many rows at a time and stops after
+# PENDING_BUDGET of work (queueing its successor when rows are left), so it never holds a
+# worker for long: workflow wakes and schedules share the cluster.
+PENDING_BATCH = 100
+PENDING_BUDGET = timedelta(seconds=2)
+
+
+def raw_events_consume_pending(
+    ticket: int | None = None,
+    *,
+    batch: int = PENDING_BATCH,
+    budget: timedelta = PENDING_BUDGET,
+    now: datetime | None = None,
+) -> dict[str, int]:
+    """The shared consume task's body (ingest.queue): release its ticket, then drain pending
+    and due rows `batch` at a time until none is left or `budget` is spent. A full batch
+    makes sure another task is queued, so the cluster's other workers join in and the work
+    goes on after this one stops. Returns counts per outcome."""
+    consume_ticket_release(ticket)
+    outcomes: dict[str, int] = {}
+    began = time.monotonic()
+    while True:
+        recovered, lease_until = _claim_recovered(now or timezone.now())
+        if recovered is not None:
+            _tally(outcomes, {_process(recovered, lease_until, now or timezone.now()): 1})
+        rows, lease_until = _claim_batch(batch, now or timezone.now(), recovered=False)
+        if len(rows) == batch:
+            consume_ticket_ensure()
+        _tally(outcomes, _consume_claimed([(row, lease_until) for row in rows], now=now))
+        if not rows and recovered is None:
+            return outcomes
+        if time.monotonic() - began > budget.total_seconds():
+            consume_ticket_ensure()
+            return outcomes
+
+
+def _tally(total: dict[str, int], more: dict[str, int]) -> None:
+    for outcome, count in more.items():
+        total[outcome] = total.get(outcome, 0) + count

@@ -19,10 +19,13 @@ IMMEDIATE, so they are serialized already) and write it with one UPDATE.
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import lru_cache
 
+from django.db import connection
 from django.utils import timezone
 
 from ingest.models import DailySummary, SleepSession
+from ingest.sqlrows import model_columns, model_rows
 from ingest.upsert import values_fit
 
 DAILY = "daily"
@@ -79,15 +82,53 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@lru_cache(maxsize=4)
+def _sql(vendor: str) -> tuple[str, str, str]:
+    """(locking SELECT of one day's row, INSERT … ON CONFLICT DO NOTHING RETURNING it, SELECT
+    of the day's non-nap sessions), plain SQL built once: they run for every daily and sleep
+    item, where the ORM's query building cost more than the statements."""
+    q = connection.ops.quote_name
+    fields = [f for f in DailySummary._meta.concrete_fields if not f.primary_key]
+    every = model_columns(DailySummary)
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    select = (
+        f"SELECT {every} FROM daily_summary "
+        f"WHERE user_id = %s AND source = %s AND {q('date')} = %s{lock}"
+    )
+    insert = (
+        f"INSERT INTO daily_summary ({', '.join(q(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT DO NOTHING RETURNING {every}"
+    )
+    # Without `raw` (a whole Terra item each: decoding it is most of the query's cost).
+    sessions = (
+        f"SELECT {model_columns(SleepSession, exclude=_NO_RAW)} FROM sleep_sessions "
+        "WHERE user_id = %s AND source = %s AND wake_date = %s "
+        "AND (is_nap IS NULL OR NOT is_nap)"
+    )
+    return select, insert, sessions
+
+
+_NO_RAW = frozenset({"raw"})
+
+
 def _locked(user_id: int, source: str, day: date, *, create: bool) -> DailySummary | None:
-    rows = DailySummary.objects.select_for_update().filter(user_id=user_id, source=source, date=day)
-    row = rows.first()
-    if row is None and create:
-        DailySummary.objects.bulk_create(
-            [DailySummary(user_id=user_id, source=source, date=day)], ignore_conflicts=True
-        )
-        row = rows.first()
-    return row
+    """The day's row, locked until the transaction ends (created empty if missing and
+    `create`): a row this transaction inserted is invisible, hence as good as locked, until it
+    commits; a concurrent insert of the same day waits for ours and then finds it."""
+    select, insert, _ = _sql(connection.vendor)
+    key = [user_id, source, connection.ops.adapt_datefield_value(day)]
+    found = model_rows(DailySummary, select, key)
+    if not found and create:
+        blank = DailySummary(user_id=user_id, source=source, date=day)
+        params = [
+            f.get_db_prep_save(getattr(blank, f.attname), connection)
+            for f in DailySummary._meta.concrete_fields
+            if not f.primary_key
+        ]
+        found = model_rows(DailySummary, insert, params)
+        if not found:  # another transaction inserted it first: wait for it, lock it
+            found = model_rows(DailySummary, select, key)
+    return found[0] if found else None
 
 
 def _shared(row: DailySummary, feeds: dict) -> dict:
@@ -110,7 +151,11 @@ def _save(row: DailySummary, values: dict, feeds: dict) -> bool:
     if not changes:
         return False
     changes["updated_at"] = timezone.now()
-    DailySummary.objects.filter(pk=row.pk).update(**changes)
+    fields = [DailySummary._meta.get_field(name) for name in changes]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    params = [f.get_db_prep_save(changes[f.name], connection) for f in fields]
+    with connection.cursor() as cursor:  # plain SQL: the ORM's update() cost more than it
+        cursor.execute(f"UPDATE daily_summary SET {assignments} WHERE id = %s", [*params, row.pk])
     return True
 
 
@@ -187,8 +232,11 @@ def sleep_merge(*, user_id: int, source: str, day: date, create: bool = True) ->
     row = _locked(user_id, source, day, create=create)
     if row is None:
         return False
-    sessions = SleepSession.objects.filter(user_id=user_id, source=source, wake_date=day).exclude(
-        is_nap=True
+    sessions = model_rows(
+        SleepSession,
+        _sql(connection.vendor)[2],
+        [user_id, source, connection.ops.adapt_datefield_value(day)],
+        exclude=_NO_RAW,
     )
     chosen = max(sessions, key=_longest, default=None)
     feeds = {feeder: dict(entries) for feeder, entries in row.feeds.items()}

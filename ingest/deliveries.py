@@ -12,17 +12,19 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ingest import queue
 from ingest.envelope import Envelope, envelope_read
 from ingest.errors import InvalidSignature
 from ingest.models import RawEventState, TerraConnection
 from ingest.payload import Unparseable
-from ingest.queue import raw_event_enqueue
+from ingest.queue import orm_message, raw_event_enqueue
 from ingest.signature import signature_header, signature_verify
-from ingest.traces import trace_row, traces_insert
+from ingest.traces import trace_columns, trace_row, trace_write, traces_insert
+from ops import tracing
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,38 @@ def _insert(
     ordered_at: datetime,
     skipped: str | None = None,
 ) -> Recorded:
+    fields = {
+        "body": body,
+        "envelope": envelope,
+        "request_id": request_id,
+        "received_at": received_at,
+        "ordered_at": ordered_at,
+        "skipped": skipped,
+    }
+    if _one_statement(body, skipped):
+        pk = _on_a_live_connection(lambda: _insert_one_statement(**fields))
+    else:
+        pk = _insert_in_transaction(**fields)
+    # A duplicate is a delivery too: Terra is sending for this connection.
+    connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
+    if pk is None:
+        return Recorded(None, envelope.event_type, duplicate=True)
+    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+
+
+def _one_statement(body, skipped: str | None) -> bool:
+    """The common case on PostgreSQL with the ORM broker: row, queue message and traces in one
+    statement (_insert_queued_postgresql). Skipped bodies, bodies streamed through COPY and
+    other brokers (Redis: published after commit) take the transaction below."""
+    return (
+        connection.vendor == "postgresql"
+        and not skipped
+        and len(body) <= STREAM_ABOVE_BYTES
+        and queue.tickets_used()
+    )
+
+
+def _insert_in_transaction(*, body, envelope, request_id, received_at, ordered_at, skipped):
     with transaction.atomic():
         pk = _insert_row(
             body=body,
@@ -131,11 +165,7 @@ def _insert(
                 _traces_write(pk, request_id, received, ("queue_published", {"broker": "orm"}))
             else:
                 _traces_write(pk, request_id, received)
-    # A duplicate is a delivery too: Terra is sending for this connection.
-    connection_seen(terra_user_id=envelope.terra_user_id, at=received_at)
-    if pk is None:
-        return Recorded(None, envelope.event_type, duplicate=True)
-    return Recorded(pk, envelope.event_type, duplicate=False, skipped=skipped)
+    return pk
 
 
 LAST_WEBHOOK_EVERY = timedelta(minutes=1)
@@ -181,7 +211,7 @@ _RAW_EVENT_COLUMNS = (
 )
 
 
-def _insert_row(
+def _row_values(
     *,
     body: bytes | bytearray,
     envelope: Envelope,
@@ -189,13 +219,10 @@ def _insert_row(
     received_at: datetime,
     ordered_at: datetime,
     skipped: str | None = None,
-) -> int | None:
-    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
-    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
-    insert's commit, then does nothing). The body column gets the body's own bytes, so
-    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+) -> list:
+    """raw_events values in _RAW_EVENT_COLUMNS order, the body left out."""
     adapt = connection.ops.adapt_datetimefield_value
-    values = [
+    return [
         envelope.event_type,
         envelope.terra_user_id,
         envelope.reference_id,
@@ -210,6 +237,14 @@ def _insert_row(
         adapt(received_at) if skipped else None,
         f"skipped:{skipped}" if skipped else None,
     ]
+
+
+def _insert_row(*, body: bytes | bytearray, **fields) -> int | None:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING id: the id of the new row, or None when
+    raw_events_dedup already holds this delivery (a concurrent twin waits for the first
+    insert's commit, then does nothing). The body column gets the body's own bytes, so
+    sha256(body) == dedup_key; on PostgreSQL it travels as one binary parameter (or COPY)."""
+    values = _row_values(body=body, **fields)
     columns = ", ".join(connection.ops.quote_name(c) for c in _RAW_EVENT_COLUMNS)
     placeholders = ", ".join(["%s"] * (len(_RAW_EVENT_COLUMNS) - 1))
     if connection.vendor == "postgresql":
@@ -222,6 +257,139 @@ def _insert_row(
         cursor.execute(sql, [*values, bytes(body)])
         found = cursor.fetchone()
     return found[0] if found else None
+
+
+# trace_events' columns but raw_event (taken from the inserted row), typed for a VALUES list.
+_TRACE_VALUES = (
+    ("request_id", "varchar"),
+    ("user_id", "bigint"),
+    ("level", "varchar"),
+    ("event", "varchar"),
+    ("duration_ms", "float8"),
+    ("data", "jsonb"),
+    ("created_at", "timestamptz"),
+)
+_sql: dict[tuple[str, bool], str] = {}
+
+
+def _statement_sql(queue_cte: str, *, with_id: bool = False) -> str:
+    """One statement for a new delivery: `queue_cte` (the consume ticket it locks, or its own
+    queue message), the row (deduplicated by raw_events_dedup; `with_id`: its id is the first
+    parameter) and, only if the row went in, its traces: webhook_received, and queue_published
+    when it is queued. It runs in autocommit, so it is its own transaction: all or nothing. It
+    answers the new row's id (None for a duplicate) and whether it was queued."""
+    key = (queue_cte, with_id)
+    if key not in _sql:
+        q = connection.ops.quote_name
+        columns = ", ".join(q(c) for c in ("id",) * with_id + _RAW_EVENT_COLUMNS)
+        # The body (last) as one binary parameter, never escaped into the SQL text.
+        placeholders = ", ".join(["%s"] * (with_id + len(_RAW_EVENT_COLUMNS) - 1) + ["%b"])
+        names = ", ".join(name for name, _ in _TRACE_VALUES)
+        first = ", ".join(f"%s::{cast}" for _, cast in _TRACE_VALUES)
+        second = ", ".join(["%s"] * len(_TRACE_VALUES))
+        picked = ", ".join(["v.request_id", "ev.id", *(f"v.{n}" for n, _ in _TRACE_VALUES[1:])])
+        _sql[key] = (
+            f"WITH queued AS ({queue_cte}), "
+            f"ev AS (INSERT INTO raw_events ({columns}) VALUES ({placeholders}) "
+            "ON CONFLICT ON CONSTRAINT raw_events_dedup DO NOTHING RETURNING id), "
+            f"traced AS (INSERT INTO trace_events ({trace_columns()}) SELECT {picked} "
+            f"FROM ev, (VALUES ({first}), ({second})) AS v ({names}) "
+            "WHERE v.event = 'webhook_received' OR EXISTS (SELECT FROM queued)) "
+            "SELECT (SELECT id FROM ev), EXISTS (SELECT FROM queued)"
+        )
+    return _sql[key]
+
+
+_OWN_TASK_CTE = (
+    'INSERT INTO django_q_ormq ("key", payload, lock) '
+    "VALUES (%s::varchar, %s::text, %s::timestamptz) RETURNING id"
+)
+
+
+def _insert_one_statement(*, body, envelope, request_id, received_at, ordered_at, skipped):
+    """_insert's path on PostgreSQL with the ORM broker: the row, its traces and its place in
+    the queue in one statement, no BEGIN/COMMIT (the statement is its own transaction) and no
+    per-request health check (SELECT 1): a connection that died while idle is retried once
+    (_on_a_live_connection). Its place in the queue is the fresh consume ticket it locks, as
+    ingest.queue.consume_ticket_join does in a transaction; without one, the ticket (and its
+    task) is made after the row's commit (_queue_after_commit). With OpenTelemetry on, the row
+    gets a task of its own whose message carries the webhook span (ingest.queue.orm_message):
+    its id is drawn first, as the signed message names it (two round trips)."""
+    import psycopg
+
+    row = {
+        "body": body,
+        "envelope": envelope,
+        "request_id": request_id,
+        "received_at": received_at,
+        "ordered_at": ordered_at,
+    }
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        if tracing.traceparent():
+            cursor.execute(_NEXT_ID_SQL)
+            pk = cursor.fetchone()[0]
+            try:
+                queue_cte, queue_params = _OWN_TASK_CTE, list(orm_message(pk))
+            except Exception:
+                # As a failed publish in the transaction path (tried, and traced, there): the
+                # row is stored all the same and stays pending for the drain.
+                log.exception("could not build the queue message for raw event %s", pk)
+                return _insert_in_transaction(**row, skipped=None)
+            sql = _statement_sql(queue_cte, with_id=True)
+            values = [pk, *_row_values(**row)]
+        else:
+            queue_cte, queue_params = queue.ticket_join_sql()
+            sql, values = _statement_sql(queue_cte), _row_values(**row)
+        received = trace_row("webhook_received", request_id=request_id, data=_received(row))
+        published = trace_row("queue_published", request_id=request_id, data=ORM)
+        del received[1], published[1]  # raw_event: the inserted row's id
+        cursor.execute(sql, [*queue_params, *values, body, *received, *published])
+        pk, queued = cursor.fetchone()
+    if pk is not None and not queued:
+        _queue_after_commit(pk, request_id)
+    return pk
+
+
+def _received(row: dict) -> dict:
+    return {"type": row["envelope"].event_type, "bytes": len(row["body"])}
+
+
+def _queue_after_commit(pk: int, request_id: str) -> None:
+    """No fresh ticket to join: make one (and its task) now that the row is committed; the task
+    will see the row. A failure leaves the row pending for the next task or the drain, as a
+    failed publish does."""
+    try:
+        with transaction.atomic():
+            queue.consume_ticket_join()
+    except DatabaseError:
+        log.warning("could not queue raw event %s; it stays pending", pk, exc_info=True)
+        return
+    except Exception as exc:
+        queue.publish_failed(pk, request_id, exc)
+        return
+    trace_write("queue_published", raw_event_id=pk, request_id=request_id, data=ORM)
+
+
+ORM = {"broker": "orm"}
+_NEXT_ID_SQL = "SELECT nextval(pg_get_serial_sequence('raw_events', 'id'))"
+
+
+def _on_a_live_connection(work):
+    """work(), once more on a new connection if it failed on one this thread opened earlier
+    (PostgreSQL restarted, an idle connection cut): what Django's per-request health check
+    (a SELECT 1 before every request's first query) would have caught, at no cost when the
+    connection is fine. Safe to repeat: the insert is deduplicated, so a first attempt that
+    committed makes the second a duplicate. A new connection that fails raises (503)."""
+    reused = connection.connection is not None and not connection.in_atomic_block
+    try:
+        return work()
+    except (OperationalError, InterfaceError):
+        if not reused:
+            raise
+        log.info("webhook: the database connection failed; retrying on a new one")
+        connection.close()
+        return work()
 
 
 STREAM_ABOVE_BYTES = 4 * 1024 * 1024

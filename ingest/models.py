@@ -110,6 +110,11 @@ class RawEvent(models.Model):
             cached = self.__dict__["_payload_cache"] = (body, parsed)
         return cached[1]
 
+    def payload_provide(self, parsed: dict) -> None:
+        """Serve `parsed` as the payload of the body as it is now (the consumer's stream parse
+        of a big body, which it leaves unloaded: only what its normalizer reads)."""
+        self.__dict__["_payload_cache"] = (self.body, parsed)
+
     @payload.setter
     def payload(self, value) -> None:
         """Tests, fixtures and the simulator build rows from a dict: store its compact JSON."""
@@ -340,3 +345,16 @@ class ImportJob(models.Model):
 
     def __str__(self):
         return f"import {self.user} {self.start_date}…{self.end_date}"
+
+
+class ConsumeTicket(models.Model):
+    """A consume task queued on the ORM broker and not started yet (ingest.queue): deliveries
+    that find one join it instead of queueing a task each, so one task drains many rows."""
+
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingest_consume_tickets"
+
+    def __str__(self):
+        return f"ticket {self.pk} {self.created_at:%H:%M:%S}"

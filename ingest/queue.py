@@ -1,9 +1,27 @@
 """Queue publishing: hand a raw event to django-q2 so a consumer picks it up, in the caller's
-transaction on the ORM broker or after commit on Redis."""
+transaction on the ORM broker or after commit on Redis.
+
+On the ORM broker deliveries share consume tasks instead of queueing one each (django-q2's own
+per-task cost caps a 2-worker cluster at a few hundred tasks a second, whatever the task does):
+a delivery joins a consume task that is queued and not started yet — its ticket, a row of
+ingest_consume_tickets — or queues one with a new ticket, in its own transaction. The task
+deletes its ticket before it claims anything, and then drains pending rows (many per task).
+
+Why no delivery is missed: a delivery reads the ticket after inserting its row and, on
+PostgreSQL, holds a FOR KEY SHARE lock on it until it commits; the task's DELETE of that ticket
+waits for those commits, so every row that joined the ticket is committed (visible) before the
+task's first claim. A delivery that comes after the DELETE finds no ticket and queues a new
+task. On SQLite the delivery's transaction holds the database's write lock from BEGIN
+(IMMEDIATE), which orders the DELETE after it the same way. A ticket older than TICKET_FRESH
+is not joined (its task may be lost or stuck behind other work: a new one costs one task).
+"""
 
 import logging
+import uuid
+from datetime import timedelta
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
+from django.utils import timezone
 
 from ingest.models import TraceLevel
 from ingest.traces import trace_write
@@ -12,32 +30,149 @@ from ops import tracing
 log = logging.getLogger(__name__)
 
 CONSUME_TASK = "ingest.tasks.consume_raw_event"
+CONSUME_PENDING_TASK = "ingest.tasks.consume_pending"
+TICKET_FRESH = timedelta(seconds=2)
 
 
 def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = True) -> bool:
     """Publish the consume task so that a worker only ever sees it with the row committed.
 
-    On the ORM broker (same database) the task row is inserted in the surrounding transaction:
-    both commit or neither does, at the cost of one commit instead of two. On Redis it is
+    On the ORM broker (same database) the row joins a shared consume task (its ticket, see
+    above) in the surrounding transaction: both commit or neither does, at the cost of one
+    commit instead of two. On Redis it is
     pushed after commit. A failed publish is logged and traced; the row stays pending for the
     drain. Returns True when the task is already in (the ORM case), False when it is published
     later or failed. trace=False leaves the queue_published trace to the caller (the webhook
     writes it in one insert with its own)."""
     if _broker_shares_the_transaction():
-        return queue_publish(raw_event_id, request_id=request_id, in_transaction=True, trace=trace)
+        if tracing.traceparent():
+            # OpenTelemetry on: a task of its own carries the webhook span, for the link.
+            return queue_publish(
+                raw_event_id, request_id=request_id, in_transaction=True, trace=trace
+            )
+        try:
+            consume_ticket_join()
+        except DatabaseError:
+            raise  # the transaction is broken: the delivery must fail (503)
+        except Exception as exc:
+            publish_failed(raw_event_id, request_id, exc)
+            return False
+        if trace:
+            trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)
+        return True
     transaction.on_commit(lambda: queue_publish(raw_event_id, request_id=request_id))
     return False
 
 
 def _broker_shares_the_transaction() -> bool:
+    return tickets_used() and transaction.get_connection().in_atomic_block
+
+
+def ticket_join_sql() -> tuple[str, list]:
+    """consume_ticket_join's look-up as a query (and its parameters) to run inside a statement
+    of the caller's (ingest.deliveries: one statement per delivery): the id of the fresh ticket
+    it locks FOR KEY SHARE until that statement's transaction commits, or no row — then the
+    caller runs consume_ticket_join() after its commit (its rows are then committed before the
+    task exists, which is just as safe). PostgreSQL only."""
+    since = timezone.now() - TICKET_FRESH
+    return (
+        "SELECT id FROM ingest_consume_tickets WHERE created_at > %s LIMIT 1 FOR KEY SHARE",
+        [since],
+    )
+
+
+def orm_message(raw_event_id: int) -> tuple[str, str, object]:
+    """(key, payload, lock) of the django_q_ormq row of a consume task of raw_event_id's own,
+    built as django-q2's async_task + ORM broker build it (same signed package, same keys), for
+    a caller that inserts it in the statement that inserts the row (ingest.deliveries): what
+    queue_publish does with OpenTelemetry on (the message carries the webhook span's
+    traceparent), without an ORM save. Only when tickets_used()."""
+    from django_q.conf import Conf
+    from django_q.signals import pre_enqueue
+    from django_q.signing import SignedPackage
+
+    task = {
+        "id": uuid.uuid4().hex,
+        "name": f"consume-{raw_event_id}",
+        "func": CONSUME_TASK,
+        "args": (raw_event_id,),
+        "save": False,  # as queue_publish: failures are still saved
+    }
+    if Conf.CACHED:
+        task["cached"] = Conf.CACHED
+    if Conf.ACK_FAILURES:
+        task["ack_failure"] = Conf.ACK_FAILURES
+    parent = tracing.traceparent()
+    task["kwargs"] = {"traceparent": parent} if parent else {}
+    task["started"] = timezone.now()
+    pre_enqueue.send(sender="django_q", task=task)
+    broker = _get_broker()
+    return broker.list_key or Conf.CLUSTER_NAME, SignedPackage.dumps(task), task["started"]
+
+
+def consume_ticket_join() -> int:
+    """Inside the caller's transaction on the ORM broker: join the queued consume task that has
+    not started yet, or queue one (ticket and task commit with the caller's rows, or neither
+    does). Returns the ticket's id. A database error propagates: the transaction is broken."""
+    adapt = connection.ops.adapt_datetimefield_value
+    now = timezone.now()
+    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM ingest_consume_tickets WHERE created_at > %s LIMIT 1{lock}",
+            [adapt(now - TICKET_FRESH)],
+        )
+        found = cursor.fetchone()
+        if found:
+            return found[0]
+        cursor.execute(
+            "INSERT INTO ingest_consume_tickets (created_at) VALUES (%s) RETURNING id", [adapt(now)]
+        )
+        ticket = cursor.fetchone()[0]
+    from django_q.tasks import async_task
+
+    try:
+        async_task(
+            CONSUME_PENDING_TASK,
+            ticket,
+            broker=_get_broker(),
+            save=False,
+            task_name=f"consume-pending-{ticket}",
+        )
+    except Exception:
+        # No task behind it: later deliveries must not join this ticket.
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM ingest_consume_tickets WHERE id = %s", [ticket])
+        raise
+    return ticket
+
+
+def consume_ticket_release(ticket: int | None) -> None:
+    """The task's first act, outside any transaction: delete its ticket (and tickets too old to
+    be joined: their tasks may be lost). On PostgreSQL this waits for the deliveries that
+    joined them to commit, so the claims that follow see their rows."""
+    stale = connection.ops.adapt_datetimefield_value(timezone.now() - TICKET_FRESH)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM ingest_consume_tickets WHERE id = %s OR created_at < %s", [ticket, stale]
+        )
+
+
+def consume_ticket_ensure() -> None:
+    """A running consume task that still finds work: make sure another task is queued (so the
+    cluster's other workers join in, and the work goes on after this one stops)."""
+    if not tickets_used():
+        return
+    with transaction.atomic():
+        consume_ticket_join()
+
+
+def tickets_used() -> bool:
+    """Consume tasks are shared on the ORM broker of the default database (not in django-q2's
+    sync mode, which would run the task inside the caller's transaction)."""
     from django_q.conf import Conf
 
-    # Conf.SYNC runs the task inline: that must wait for the commit like a real worker would.
-    return (
-        Conf.ORM == DEFAULT_DB_ALIAS
-        and not Conf.SYNC
-        and transaction.get_connection().in_atomic_block
-    )
+    return Conf.ORM == DEFAULT_DB_ALIAS and not Conf.SYNC
 
 
 _broker = None
@@ -51,6 +186,17 @@ def _get_broker():
 
         _broker = get_broker()
     return _broker
+
+
+def publish_failed(raw_event_id: int, request_id: str, exc: Exception) -> None:
+    log.exception("could not enqueue raw event %s", raw_event_id)
+    trace_write(
+        "queue_publish_failed",
+        raw_event_id=raw_event_id,
+        request_id=request_id,
+        level=TraceLevel.ERROR,
+        data={"error": f"{exc.__class__.__name__}: {exc}"[:500]},
+    )
 
 
 def queue_publish(
@@ -78,14 +224,7 @@ def queue_publish(
         log.exception("could not enqueue raw event %s", raw_event_id)
         return False
     except Exception as exc:
-        log.exception("could not enqueue raw event %s", raw_event_id)
-        trace_write(
-            "queue_publish_failed",
-            raw_event_id=raw_event_id,
-            request_id=request_id,
-            level=TraceLevel.ERROR,
-            data={"error": f"{exc.__class__.__name__}: {exc}"[:500]},
-        )
+        publish_failed(raw_event_id, request_id, exc)
         return False
     if trace:
         trace_write("queue_published", raw_event_id=raw_event_id, request_id=request_id)

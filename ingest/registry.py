@@ -1,7 +1,7 @@
 """Normalizers by event type. Apps register theirs in AppConfig.ready(), so ingest never imports
 them (labs registers `lab_report` and `body`)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,12 +28,23 @@ class ValueOutOfRange(ValueError):
 
 Normalizer = Callable[["RawEvent"], NormalizeResult]
 _normalizers: dict[str, Normalizer] = {}
+_item_reads: dict[str, tuple[str, ...]] = {}
 
 
-def register(*event_types: str) -> Callable[[Normalizer], Normalizer]:
+def register(
+    *event_types: str, reads: Iterable[str] | None = None
+) -> Callable[[Normalizer], Normalizer]:
+    """Register a normalizer for `event_types`. `reads`: every path of a `data` item it reads
+    (dotted, ingest.projection's syntax); a big delivery of these types is then parsed as a
+    stream that keeps only those (a path left out reads as absent: list them all)."""
+
     def decorator(fn: Normalizer) -> Normalizer:
         for event_type in event_types:
             _normalizers[event_type] = fn
+            if reads is None:
+                _item_reads.pop(event_type, None)
+            else:
+                _item_reads[event_type] = tuple(reads)
         return fn
 
     return decorator
@@ -41,6 +52,11 @@ def register(*event_types: str) -> Callable[[Normalizer], Normalizer]:
 
 def normalizer_for(event_type: str) -> Normalizer | None:
     return _normalizers.get(event_type)
+
+
+def item_reads_for(event_type: str) -> tuple[str, ...] | None:
+    """The data-item paths the type's normalizer reads, or None when it did not say."""
+    return _item_reads.get(event_type)
 
 
 def registered_types() -> list[str]:

@@ -117,12 +117,13 @@ class Step:
 
     # -- composition (workflows.runner.compose) -------------------------------------------------
 
-    def parallel(self, name: str, branches: dict) -> dict:
+    def parallel(self, name: str, branches: dict, *, until=None) -> dict:
         """Run `branches` ({branch: fn(step)}) independently; {branch: result} once all finish,
-        or ParallelError (with .errors and .results) when any failed."""
+        or ParallelError (with .errors and .results) when any failed. `until(results)` → True
+        settles it early (a quorum): the unfinished branches are cancelled."""
         from workflows.runner import compose
 
-        return compose.parallel(self, self._at(name), branches)
+        return compose.parallel(self, self._at(name), branches, until=until)
 
     def race(self, name: str, branches: dict) -> tuple:
         """(winner, result) of the first branch to finish; the others are cancelled."""

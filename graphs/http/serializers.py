@@ -128,3 +128,10 @@ class RunEventListSerializer(serializers.Serializer):
 class RunEventCreateSerializer(serializers.Serializer):
     type = serializers.CharField(max_length=100)
     payload = serializers.JSONField(required=False, allow_null=True)
+    token = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_null=True,
+        help_text="answer only this token's waiting human node (runs on graph-run v3+); "
+        "without it the first branch waiting for `type` takes the event",
+    )

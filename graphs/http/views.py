@@ -253,6 +253,7 @@ class RunEventsView(GraphsView):
             run=run,
             type=body.validated_data["type"],
             payload=body.validated_data.get("payload"),
+            token=body.validated_data.get("token"),
             request=request,
         )
         run.instance.refresh_from_db()

@@ -2,6 +2,7 @@
 
 from ingest.models import Activity, RawEvent
 from ingest.normalizers.common import (
+    ITEM_READS,
     MappingReport,
     dig,
     instant,
@@ -14,6 +15,16 @@ from ingest.normalizers.common import (
 )
 from ingest.registry import NormalizeResult, register
 from ingest.upsert import Upserted, upsert_newest
+
+# Every item path activity_values reads (a big delivery keeps only these, and so does `raw`).
+ACTIVITY_READS = (
+    *ITEM_READS,
+    "active_durations_data.activity_seconds",
+    "distance_data.summary.distance_meters",
+    "distance_data.distance_meters",
+    "calories_data.total_burned_calories",
+    "heart_rate_data.summary.avg_hr_bpm",
+)
 
 
 def activity_values(item: dict) -> dict:
@@ -38,7 +49,7 @@ def activity_values(item: dict) -> dict:
     }
 
 
-@register("activity")
+@register("activity", reads=ACTIVITY_READS)
 def normalize_activity(raw_event: RawEvent) -> NormalizeResult:
     """One row per (user, source, metadata.summary_id) — by start time when the id is absent —
     written unless a newer delivery of the same activity already was (newest wins)."""

@@ -103,6 +103,10 @@ def record_key(item: dict, start: datetime | None) -> str | None:
 CURRENT_VERSION = "2022-03-16"
 # Top-level item keys of the legacy shapes, which had no `metadata` object.
 _LEGACY_ITEM_KEYS = frozenset({"date", "summary_date", "start_time", "end_time", "timestamp"})
+# What every data normalizer reads of an item (MappingReport.items, record_key): its metadata,
+# and the legacy keys whose presence names a legacy shape. Each normalizer adds its own fields
+# (register(…, reads=…)): a big delivery keeps only these paths (ingest.projection).
+ITEM_READS = ("metadata", *sorted(_LEGACY_ITEM_KEYS))
 
 
 class MappingReport:

@@ -3,6 +3,7 @@
 from ingest.daily_merge import daily_merge
 from ingest.models import RawEvent
 from ingest.normalizers.common import (
+    ITEM_READS,
     MappingReport,
     dig,
     integer,
@@ -14,6 +15,23 @@ from ingest.normalizers.common import (
     written_date,
 )
 from ingest.registry import NormalizeResult, register
+
+# Every item path daily_values and daily_vitals read (a big delivery keeps only these).
+DAILY_READS = (
+    *ITEM_READS,
+    "active_durations_data.low_intensity_seconds",
+    "active_durations_data.moderate_intensity_seconds",
+    "active_durations_data.vigorous_intensity_seconds",
+    "distance_data.steps",
+    "distance_data.distance_meters",
+    "calories_data.total_burned_calories",
+    "stress_data.avg_stress_level",
+    "strain_data.strain_level",
+    "scores.recovery",
+    "scores.sleep",
+    "heart_rate_data.summary.resting_hr_bpm",
+    "heart_rate_data.summary.avg_hrv_rmssd",
+)
 
 
 def daily_values(item: dict) -> dict:
@@ -43,7 +61,7 @@ def daily_vitals(item: dict) -> dict:
     }
 
 
-@register("daily")
+@register("daily", reads=DAILY_READS)
 def normalize_daily(raw_event: RawEvent) -> NormalizeResult:
     """Each item merges into daily_summary on the date written in metadata.start_time (Terra's
     record identity for daily: the local 24-hour window), column by column, newest wins."""

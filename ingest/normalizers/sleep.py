@@ -6,6 +6,7 @@ from datetime import date
 from ingest.daily_merge import sleep_merge
 from ingest.models import RawEvent, SleepSession
 from ingest.normalizers.common import (
+    ITEM_READS,
     MappingReport,
     dig,
     instant,
@@ -18,7 +19,28 @@ from ingest.normalizers.common import (
     written_date,
 )
 from ingest.registry import NormalizeResult, register
+from ingest.sqlrows import model_columns, model_rows
 from ingest.upsert import Upserted, upsert_newest
+
+# Every item path the sleep normalizer reads (a big delivery keeps only these, and so does the
+# session's `raw`).
+SLEEP_READS = (
+    *ITEM_READS,
+    "sleep_durations_data.asleep.duration_asleep_state_seconds",
+    "sleep_durations_data.asleep.duration_deep_sleep_state_seconds",
+    "sleep_durations_data.asleep.duration_REM_sleep_state_seconds",
+    "sleep_durations_data.asleep.duration_light_sleep_state_seconds",
+    "sleep_durations_data.awake.duration_awake_state_seconds",
+    "sleep_durations_data.sleep_efficiency",
+    "heart_rate_data.summary.resting_hr_bpm",
+    "heart_rate_data.summary.avg_hrv_rmssd",
+    "respiration_data.oxygen_saturation_data.avg_saturation_percentage",
+    "respiration_data.breaths_data.avg_breaths_per_min",
+    "temperature_data.delta",
+    "scores.sleep",
+    "readiness_data.recovery_level",
+    "readiness_data.readiness",
+)
 
 
 def sleep_figures(item: dict) -> dict:
@@ -61,15 +83,25 @@ def efficiency_percent(value) -> float | None:
 
 
 def _stored_wake(user_id: int, source: str, key: str) -> tuple[date | None, bool] | None:
-    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision."""
-    return (
-        SleepSession.objects.filter(user_id=user_id, source=source, record_key=key)
-        .values_list("wake_date", "is_nap")
-        .first()
+    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision.
+    Plain SQL: it runs for every sleep item, and the ORM's query building cost more than it."""
+    sql = (
+        f"SELECT {model_columns(SleepSession, exclude=_ONLY_WAKE)} FROM sleep_sessions "
+        "WHERE user_id = %s AND source = %s AND record_key = %s"
     )
+    found = model_rows(SleepSession, sql, [user_id, source, key], exclude=_ONLY_WAKE)
+    return (found[0].wake_date, found[0].is_nap) if found else None
 
 
-@register("sleep")
+# Every column but these is left out (deferred) of the stored-session lookup.
+_ONLY_WAKE = frozenset(
+    f.name
+    for f in SleepSession._meta.concrete_fields
+    if f.name not in ("id", "wake_date", "is_nap")
+)
+
+
+@register("sleep", reads=SLEEP_READS)
 def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
     """Each item is one session, identified by (user, source, metadata.summary_id) — by its
     start when the id is absent — written when no newer delivery of it was; then the daily rows

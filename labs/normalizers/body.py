@@ -11,7 +11,7 @@ from datetime import date
 
 from django.db import transaction
 
-from ingest.normalizers.common import MappingReport, not_connected, resolve
+from ingest.normalizers.common import ITEM_READS, MappingReport, not_connected, resolve
 from ingest.registry import NormalizeResult, register
 from ingest.traces import trace_write
 from labs.biomarkers import Measurement, biomarker_upsert
@@ -21,6 +21,18 @@ from labs.normalizers.values import as_number as _number
 from labs.normalizers.values import as_text as _text
 
 GLUCOSE_STREAMS = ("blood_glucose_samples", "detailed_blood_glucose_samples")
+# Every item path body_days reads (a big delivery keeps only these); glucose streams are only
+# counted, so they are read as their length.
+BODY_READS = (
+    *ITEM_READS,
+    "blood_pressure_data.blood_pressure_samples[].systolic_bp",
+    "blood_pressure_data.blood_pressure_samples[].diastolic_bp",
+    "measurements_data.measurements[].measurement_time",
+    "measurements_data.measurements[].weight_kg",
+    "measurements_data.measurements[].bodyfat_percentage",
+    "heart_data.heart_rate_data.summary.resting_hr_bpm",
+    *(f"glucose_data.{stream}.#count" for stream in GLUCOSE_STREAMS),
+)
 
 
 @dataclass
@@ -90,7 +102,7 @@ def day_measurements(day: date, values: BodyDay) -> list[Measurement]:
     ]
 
 
-@register("body")
+@register("body", reads=BODY_READS)
 def normalize_body(raw_event) -> NormalizeResult:
     user = resolve(raw_event)  # also records the user on the row, like ingest's normalizers
     if user is None:

@@ -209,3 +209,31 @@ def test_scopes(operator_api):
     from rest_framework.test import APIClient
 
     assert APIClient().get("/v1/graphs/runs").status_code == 401
+
+
+def test_an_event_naming_a_token_answers_that_branch_and_a_wrong_token_is_409(api_all, harness):
+    document = approval_doc()
+    document["nodes"][1] = node(
+        "work",
+        "human",
+        action={"event_type": "check"},
+        output_mapping={"/r": "/ok"},
+    )
+    publish(api_all, document)
+    api_all.post("/v1/graphs/bindings", {"name": "b", "definition": "approval"}, format="json")
+    run_id = start(api_all, "b", {"items": [1, 2]}).json()["id"]
+    harness.run_until_idle()
+    path = f"/v1/graphs/runs/{run_id}/events"
+    wrong = api_all.post(path, {"type": "check", "token": "0.7.0"}, format="json")
+    assert wrong.status_code == 409 and wrong.json()["code"] == "no_waiting_human"
+    sent = api_all.post(
+        path, {"type": "check", "payload": {"ok": "second"}, "token": "0.1.0"}, format="json"
+    )
+    assert sent.status_code == 200
+    harness.run_until_idle()
+    tokens = {t["path_id"]: t for t in api_all.get(f"/v1/graphs/runs/{run_id}").json()["tokens"]}
+    assert (
+        tokens["0.1.0"]["output"] == {"ok": "second"} and tokens["0.0.0"]["status"] == "executing"
+    )
+    row = AuditLog.objects.get(action="graph_run.send_event")
+    assert row.metadata == {"type": "check", "token": "0.1.0"}

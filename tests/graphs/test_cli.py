@@ -64,6 +64,41 @@ def test_publish_run_list_and_approve_through_the_cli(vf, tmp_path):
     assert "#1    run_started" in events and "run_completed" in events
 
 
+def test_events_with_a_token_answer_that_branch(vf):
+    from graphs import services
+
+    document = doc(
+        [
+            node(
+                "load", input_mapping={"items": "/input/items"}, output_mapping={"/items": "/items"}
+            ),
+            node("ask", "human", action={"event_type": "ok"}),
+        ],
+        [{"ref": "each", "from": "load", "to": "ask", "foreach": {"collection": "/items"}}],
+        name="cli-branches",
+    )
+    definition = services.definition_create(document=document)
+    services.definition_publish(name=definition.name, version=definition.version)
+    services.binding_create(name="cli-br", definition="cli-branches")
+    run = services.run_create(binding_name="cli-br", run_input={"items": [1, 2]})
+    tick(max_instances=5, threaded=False)
+    code, out, err = vf(
+        "graphs",
+        "events",
+        "--run",
+        run.run_id,
+        "--type",
+        "ok",
+        "--token",
+        "0.1.0",
+        "--payload",
+        "1",
+    )
+    assert code == 0 and "(token 0.1.0)" in out, err
+    code, _, err = vf("graphs", "events", "--run", run.run_id, "--type", "ok", "--token", "0.1.0")
+    assert code == 1 and "no_waiting_human" in err
+
+
 def test_cli_errors_show_the_api_code(vf):
     code, _, err = vf("graphs", "get", "--name", "nope", "--version", "1")
     assert code == 1 and "definition_not_found" in err

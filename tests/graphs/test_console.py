@@ -4,8 +4,9 @@ token tree and timeline, approve/reject of a waiting human node (audited)."""
 import pytest
 
 from graphs import services
-from graphs.models import GraphDefinition, GraphRun
+from graphs.models import GraphDefinition, GraphRun, GraphToken
 from ops.models import AuditLog
+from tests.graphs.helpers import doc, node
 from tests.graphs.test_api import approval_doc
 
 
@@ -83,3 +84,31 @@ def test_reject_sends_approved_false_and_unknown_event_types_are_refused(console
     )
     harness.run_until_idle()
     assert harness.status("graph-run", run.run_id)["output"]["result"] == "escalated"
+
+
+def test_approve_on_one_of_several_waiting_branches_answers_that_branch(console, harness):
+    document = doc(
+        [
+            node(
+                "load", input_mapping={"items": "/input/items"}, output_mapping={"/items": "/items"}
+            ),
+            node("ask", "human", action={"event_type": "ack"}, output_mapping={"/ack": ""}),
+        ],
+        [{"ref": "each", "from": "load", "to": "ask", "foreach": {"collection": "/items"}}],
+        name="per-branch",
+    )
+    definition = services.definition_create(document=document)
+    services.definition_publish(name=definition.name, version=definition.version)
+    services.binding_create(name="per-branch", definition=definition.name)
+    run = services.run_create(binding_name="per-branch", run_input={"items": [1, 2, 3]})
+    harness.run_until_idle()
+    html = console.get(f"/admin/graphs/graphrun/{run.pk}/change/").content.decode()
+    assert html.count('name="token"') == 3
+    console.post(
+        f"/admin/graphs/graphrun/{run.pk}/decide/",
+        {"event_type": "ack", "token": "0.2.0", "decision": "reject"},
+    )
+    harness.run_until_idle()
+    answered = GraphToken.objects.get(run=run, path_id="0.2.0")
+    assert answered.status == "completed" and answered.output["approved"] is False
+    assert GraphToken.objects.get(run=run, path_id="0.0.0").status == "executing"

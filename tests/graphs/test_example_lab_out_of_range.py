@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from graphs.models import GraphRun, GraphToken
 from labs.graph_demo import EXAMPLE
@@ -79,3 +79,21 @@ def test_graphs_import_and_export_commands(db, tmp_path, capsys):
     )
     call_command("graphs", "import", str(yaml_file))
     assert "tiny v1 draft" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("bad.yaml", "a: [\n", "not valid YAML"),
+        ("list.yaml", "- 1\n- 2\n", "must be a JSON object"),
+        ("list.json", "[1]", "must be a JSON object"),
+        ("bad.json", "{", "not valid JSON"),
+    ],
+)
+def test_graphs_import_refuses_unreadable_files_with_a_command_error(
+    db, tmp_path, name, text, message
+):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(CommandError, match=message):
+        call_command("graphs", "import", str(path))

@@ -32,6 +32,11 @@ def resolver(mapping):
         "http://[::1]/x",
         "http://[::ffff:127.0.0.1]/x",
         "http://0.0.0.0/x",
+        "http://100.100.100.200/latest/meta-data",  # shared address space (a cloud's metadata)
+        "http://[2002:7f00:1::1]/x",  # 6to4 wrapping 127.0.0.1
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/x",  # Teredo wrapping 127.0.0.1
+        "http://[fec0::1]/x",  # site-local
+        "http://[64:ff9b::a00:5]/x",  # NAT64 of 10.0.0.5
         "http://sneaky.test/x",  # a public-looking name that resolves to a private address
     ],
 )

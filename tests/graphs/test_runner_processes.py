@@ -135,3 +135,60 @@ def test_kill_9_mid_fan_out_completes_with_each_node_once_per_token(tmp_path):
         run.run_events.order_by("sequence_number").values_list("sequence_number", flat=True)
     )
     assert numbers == list(range(1, len(numbers) + 1))
+
+
+def waiting_fan_out_document(trace: Path) -> dict:
+    """load → foreach: ask (human) → work (traced; SLOW sleeps) → fan-in all → done."""
+    document = fan_out_document(trace)
+    document["name"] = "crash-waiting-fan-out"
+    document["nodes"].append(
+        {"ref": "ask", "action": {"kind": "human", "event_type": "answer", "timeout": "1 hour"}}
+    )
+    document["transitions"][0]["to"] = "ask"
+    document["transitions"].append({"from": "ask", "to": "work"})
+    return document
+
+
+def test_kill_9_while_answered_branches_run_completes_with_each_node_once_per_token(tmp_path):
+    trace = tmp_path / "trace"
+    definition = services.definition_create(document=waiting_fan_out_document(trace))
+    services.definition_publish(name=definition.name, version=definition.version)
+    services.binding_create(name="crash-wait", definition=definition.name)
+    run = services.run_create(binding_name="crash-wait", run_input={})
+    asks = GraphToken.objects.filter(run=run, node_ref="ask", status="executing")
+
+    first = start_runner(tmp_path, 0)
+    try:
+        wait_for(lambda: asks.count() == BRANCHES, what="every branch to wait for its answer")
+        for index in (5, 2, 0, 3, 1, 4):  # answers in any order, each naming its branch
+            services.run_send_event(run=run, type="answer", payload={}, token=f"0.{index}.0")
+        wait_for(lambda: ("work", str(SLOW)) in executions(trace), what="the slow branch to start")
+        first.kill()
+        first.wait(5)
+        second = start_runner(tmp_path, 1)
+        try:
+            wait_for(
+                lambda: GraphRun.objects.get(pk=run.pk).instance.status == "complete",
+                timeout=90,
+                what="the run to complete after the crash",
+            )
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(15)
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    counts = executions(trace)
+    assert counts[("load", "-")] == 1 and counts[("done", "-")] == 1
+    for index in range(BRANCHES):
+        expected = (1, 2) if index == SLOW else (1,)
+        assert counts[("work", str(index))] in expected, (index, counts)
+    run.refresh_from_db()
+    assert sorted(run.context["results"]) == [i * 10 for i in range(BRANCHES)]
+    statuses = Counter(GraphToken.objects.filter(run=run).values_list("status", flat=True))
+    assert statuses == {"completed": 2 * BRANCHES + 2}
+    numbers = list(
+        run.run_events.order_by("sequence_number").values_list("sequence_number", flat=True)
+    )
+    assert numbers == list(range(1, len(numbers) + 1))

@@ -100,9 +100,9 @@ def test_fan_out_human_approval_and_completion(harness):
     # Each node ran exactly once: one step per token.
     steps = [s["name"] for s in harness.history("graph-run", run.run_id)["steps"]]
     assert sorted(s for s in steps if s.endswith(" work")) == [
-        "0.0.0 work",
-        "0.1.0 work",
-        "0.2.0 work",
+        "0 each/0/0.0.0 work",
+        "0 each/1/0.1.0 work",
+        "0 each/2/0.2.0 work",
     ]
 
 

@@ -57,7 +57,7 @@ def test_new_delivery_is_pushed_after_commit_on_an_outside_broker(
 ):
     from ingest import queue
 
-    monkeypatch.setattr(queue, "_broker_shares_the_transaction", lambda: False)
+    monkeypatch.setattr(queue, "tickets_used", lambda: False)
     with django_capture_on_commit_callbacks() as callbacks:
         deliver(load_fixture("daily.json"))
     assert len(callbacks) == 1
@@ -168,9 +168,9 @@ def test_body_exactly_at_the_cap_is_accepted(deliver, settings):
     assert deliver(raw).status_code == 200
 
 
-@pytest.mark.parametrize("in_transaction", [True, False])
+@pytest.mark.parametrize("orm_broker", [True, False])
 def test_enqueue_failure_leaves_the_row_for_the_drain(
-    deliver, django_capture_on_commit_callbacks, monkeypatch, in_transaction
+    deliver, django_capture_on_commit_callbacks, monkeypatch, orm_broker
 ):
     import django_q.tasks
 
@@ -180,7 +180,7 @@ def test_enqueue_failure_leaves_the_row_for_the_drain(
         raise ConnectionError("redis is down")
 
     monkeypatch.setattr(django_q.tasks, "async_task", broken)
-    monkeypatch.setattr(queue, "_broker_shares_the_transaction", lambda: in_transaction)
+    monkeypatch.setattr(queue, "tickets_used", lambda: orm_broker)
     with django_capture_on_commit_callbacks(execute=True):
         response = deliver(load_fixture("daily.json"))
     assert response.status_code == 200
@@ -204,7 +204,7 @@ def test_database_fault_is_503_with_retry_after(deliver, monkeypatch, error):
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(deliveries, "_insert_row", fail)
+    monkeypatch.setattr(deliveries, "_insert", fail)
     response = deliver(load_fixture("daily.json"))
     assert response.status_code == 503
     assert response["Retry-After"]

@@ -77,6 +77,23 @@ def par_ok(event, step):
     return out
 
 
+@workflow(name="par-quorum")
+def par_quorum(event, step):
+    """Three branches waiting for events a, b, c; settled by the first two (until)."""
+    params = event.payload or {}
+
+    def waiter(kind):
+        def run(s):
+            got = s.wait_for_event("wait", type=kind, timeout="1 day")
+            return s.do("after", _traced(params, kind, got["payload"]))
+
+        return run
+
+    return step.parallel(
+        "fan", {k: waiter(k) for k in ("a", "b", "c")}, until=lambda results: len(results) >= 2
+    )
+
+
 @workflow(name="par-slow-steps")
 def par_slow_steps(event, step):
     """For the kill -9 test: branches of several slow steps each."""

@@ -69,6 +69,19 @@ def test_parallel_result_is_stored_and_replay_does_not_reenter_branches(harness,
     assert (row.type, row.status, row.result) == ("parallel", "complete", {"a": 1, "b": 2, "c": 1})
 
 
+def test_parallel_until_settles_on_a_quorum_and_cancels_the_rest(harness, tmp_path):
+    trace = tmp_path / "trace"
+    harness.create("par-quorum", id="q1", params={"trace": str(trace)})
+    harness.send_event("par-quorum", "q1", "c", 3)
+    assert harness.status("par-quorum", "q1")["status"] == "waiting"
+    harness.send_event("par-quorum", "q1", "b", 2)
+    assert harness.status("par-quorum", "q1") == {"status": "complete", "output": {"b": 2, "c": 3}}
+    steps = _steps(harness, "par-quorum", "q1")
+    assert steps["fan/a/wait"]["status"] == "cancelled"
+    assert steps["fan"]["result"] == {"b": 2, "c": 3}
+    assert _trace(trace) == ["c", "b"]  # a never ran
+
+
 def test_parallel_error_exposes_errors_and_results():
     exc = ParallelError("x", errors={"b": {"name": "E", "message": "m"}}, results={"a": 1})
     assert exc.errors == {"b": {"name": "E", "message": "m"}} and exc.results == {"a": 1}

@@ -88,7 +88,11 @@ def _composite(execution, location: str, step_type: str) -> StepState | None:
     return execution._existing(location, step_type)  # also checks the replay has not diverged
 
 
-def parallel(step, location: str, branches) -> dict:
+def parallel(step, location: str, branches, *, until=None) -> dict:
+    """`until(results)` (optional): asked after each branch that finishes, with the results of
+    the branches finished so far; True settles the parallel at once — the branches not finished
+    are cancelled like a race's losers and the stored result holds the finished ones only. It
+    must depend on `results` alone, so a replay settles at the same point."""
     execution = step._execution
     state = _composite(execution, location, StepType.PARALLEL)
     if state is not None and state.status == StepStatus.COMPLETE:
@@ -96,6 +100,8 @@ def parallel(step, location: str, branches) -> dict:
     if state is not None and state.status == StepStatus.ERRORED:
         raise _parallel_error(location, state.result["errors"], state.result["results"])
     _check_branches(location, branches)
+    if until is not None and not callable(until):
+        raise InvalidStep(f"{location!r}: until must be callable")
     results, errors, signals = {}, {}, []
     for branch, fn in branches.items():
         outcome, value = _run_branch(step, f"{location}/{branch}", fn)
@@ -105,6 +111,10 @@ def parallel(step, location: str, branches) -> dict:
             errors[branch] = value
         else:
             signals.append(value)
+        if outcome == "done" and not errors and until is not None and until(dict(results)):
+            _cancel_losers(execution, location, [b for b in branches if b not in results])
+            signals = []
+            break
     if signals:
         raise _suspend_all(execution, signals)
     now = runtime.now()
