@@ -8,8 +8,11 @@
 
 Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
-server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
-1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
+server's default synchronous_commit=on, then both with synchronous_commit=off), with CPU per
+step split into client (instance_create), runner and PostgreSQL (backends' /proc CPU) and round
+trips and statements per step (bench/pgcost.py); throughput of 1, 2 and 4 `runworkflows`
+processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s and
+the CPU split, beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Fleet (issue 13): the claim rate of 4 runners with a
 concurrency cap set (global cap, and a cap per key), cron fire lateness (p50/p99 over 30 minutely
 schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2 runners keep
