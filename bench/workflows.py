@@ -11,12 +11,14 @@ workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both 
 server's default synchronous_commit=on, then both with synchronous_commit=off), with CPU per
 step split into client (instance_create), runner and PostgreSQL (backends' /proc CPU) and round
 trips and statements per step (bench/pgcost.py); throughput of 1, 2 and 4 `runworkflows`
-processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s and
-the CPU split, beside DBOS's queue worker draining as many enqueued workflows; and
-wake latency after a 1 s sleep (p50/p99). Fleet (issue 13): the claim rate of 4 runners with a
-concurrency cap set (global cap, and a cap per key), cron fire lateness (p50/p99 over 30 minutely
-schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2 runners keep
-running, with their throughput before and during the GC.
+processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
+beside DBOS's queue worker draining as many enqueued workflows; and
+wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
+the runner processes and of their PostgreSQL backends (from /proc), steadier than wall time on a
+shared machine. Fleet (issue 13): the claim rate of 4 runners with a concurrency cap set (global
+cap, and a cap per key) beside the same runners with no cap, cron fire lateness (p50/p99 over 30
+minutely schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2
+runners keep running, with their throughput before and during the GC.
 
 --only makerun starts `make run`'s process set (manage.py rundemo --no-feed: web, qcluster and
 a runworkflows runner, supervised) on a fresh SQLite file and/or PostgreSQL database, acts as
@@ -28,7 +30,8 @@ of idleness, read from /proc/<pid>/stat.
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
 and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
-postgres://postgres@127.0.0.1:5432/vf_bench_wf) and the same server's <name>_dbos for DBOS.
+postgres://postgres@127.0.0.1:5432/vf_bench_wf), the same server's <bench database>_dbos for
+DBOS and <bench database>_makerun for --only makerun (dropped and created afresh).
 DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
 
 --faults (docs/workflows/faults.md): instances errored while every runner backend is terminated
@@ -96,6 +99,9 @@ def commits(name: str) -> int:
 
 
 SAMPLE_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows,tests.workflows.fleet_workflows"
+# Runners measured on noop3 load no capped workflow: a deployment that caps any workflow claims
+# through the capped statement for all of them (workflows.runner.claim), measured separately.
+UNCAPPED_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows"
 
 
 def child_env(*, async_commit: bool = False, modules: str = SAMPLE_MODULES) -> dict:
@@ -285,7 +291,7 @@ def reset_tables() -> None:
 
 
 def start_runners(
-    count: int, *, poll: float, modules: str = SAMPLE_MODULES, threads: int = 1
+    count: int, *, poll: float, modules: str = UNCAPPED_MODULES, threads: int = 1
 ) -> list:
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
     cmd += ["--concurrency", str(threads)]
@@ -303,14 +309,20 @@ def stop_runners(procs: list[subprocess.Popen]) -> None:
 
 
 def throughput(
-    runners: int, total: int, workflow: str = "noop3", params=None, *, threads: int = 1
+    runners: int,
+    total: int,
+    workflow: str = "noop3",
+    params=None,
+    modules=UNCAPPED_MODULES,
+    *,
+    threads: int = 1,
 ) -> dict:
     """`params(i)` gives instance i's params (the capped runs: which key it belongs to);
+    `modules` is what the runners load (SAMPLE_MODULES: a deployment with capped workflows);
     `threads` per runner process (runworkflows --concurrency)."""
     import psycopg
     from django.db import connections
 
-    from bench.pgcost import Backends, cpu_seconds
     from workflows import services
     from workflows.models import WorkflowTask
 
@@ -325,15 +337,15 @@ def throughput(
         )
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
-    procs = start_runners(runners, poll=0.2, threads=threads)
-    time.sleep(3 + runners)  # Django start-up is not what we measure
+    procs = start_runners(runners, poll=0.2, modules=modules, threads=threads)
     database = urlsplit(db_url()).path.lstrip("/")
-    before = commits(database)
     monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
-    backends = Backends(psycopg_url(db_url("postgres")), database).start()
-    runner_cpu = sum(cpu_seconds(proc.pid) for proc in procs)
+    meter = CpuMeter(monitor, database, procs)
+    meter.wait_connected(2 * runners)  # Django start-up is not what we measure
+    before = commits(database)
+    meter.start()
     monitor.execute("UPDATE workflow_task SET run_at = now()")
-    reads = 1
+    reads = 3
     started = last_time = time.perf_counter()
     last_done, rates, done = 0, [], 0
     while done < total:
@@ -341,30 +353,32 @@ def throughput(
         done = monitor.execute(
             "SELECT count(*) FROM workflow_instance WHERE status = 'complete'"
         ).fetchone()[0]
-        reads += 1
+        meter.sample()
+        reads += 2
         now = time.perf_counter()
         if now - last_time >= 2 or done >= total:
             rates.append(f"{(done - last_done) / (now - last_time):.0f}")
             last_done, last_time = done, now
     seconds = time.perf_counter() - started
-    runner_cpu = sum(cpu_seconds(proc.pid) for proc in procs) - runner_cpu
-    pg_cpu = backends.used()  # the monitor's polls included (one indexed count per 0.25 s)
+    runner_cpu, backend_cpu = meter.sample()
     stop_runners(procs)
     monitor.close()
     time.sleep(0.7)
     used = commits(database) - before - reads
-    steps = 3 * total
+    steps = STEPS_PER_WORKFLOW[workflow]
     shape = f"{runners} runner(s)" + (f" x {threads} threads" if threads > 1 else "")
     print(
-        f"  {shape}: {total / seconds:7.1f} workflows/s {steps / seconds:7.1f} "
-        f"steps/s {used / steps:5.2f} commits/step boundary ({total} in {seconds:.1f} s)"
+        f"  {shape}: {total / seconds:7.1f} workflows/s "
+        f"{steps * total / seconds:7.1f} steps/s {used / (steps * total):5.2f} commits/step "
+        f"boundary ({total} in {seconds:.1f} s)"
     )
     print(
-        f"    CPU per step: runners {1000 * runner_cpu / steps:.2f} ms, PostgreSQL "
-        f"{1000 * pg_cpu / steps:.2f} ms (client: created before the window)"
+        f"    CPU per workflow: runners {1000 * runner_cpu / total:.2f} ms, their PostgreSQL "
+        f"backends {1000 * backend_cpu / total:.2f} ms (per step: "
+        f"{1000 * runner_cpu / (steps * total):.2f} ms, {1000 * backend_cpu / (steps * total):.2f} ms)"
     )
     print(f"    claims/s every 2 s: {' '.join(rates)}")
-    return {"steps/s": steps / seconds}
+    return {"steps/s": steps * total / seconds}
 
 
 def child_dbos_worker(url: str) -> None:
@@ -445,6 +459,52 @@ def dbos_queue_throughput(total: int) -> dict | None:
     return {"steps/s": steps / seconds}
 
 
+STEPS_PER_WORKFLOW = {"noop3": 3, "fleet-capped": 2, "fleet-per-user": 1}
+
+
+class CpuMeter:
+    """CPU seconds (/proc/<pid>/stat) of the runner processes and of the database's backends
+    from start() on. Backends are listed from pg_stat_activity at each sample; one first seen
+    later counts from then, one gone keeps its last reading."""
+
+    def __init__(self, monitor, database: str, procs: list):
+        self.monitor, self.database, self.procs = monitor, database, procs
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def backends(self) -> list[int]:
+        rows = self.monitor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'",
+            [self.database],
+        ).fetchall()
+        return [pid for (pid,) in rows]
+
+    def wait_connected(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.backends()) < count and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(1)
+
+    def start(self) -> None:
+        self.first.clear()
+        self.last.clear()
+        self.sample()
+
+    def sample(self) -> tuple[float, float]:
+        """(runner CPU, backend CPU) so far."""
+        for pid in [proc.pid for proc in self.procs] + self.backends():
+            try:
+                used = cpu_seconds(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            self.first.setdefault(pid, used)
+            self.last[pid] = used
+        used = {pid: self.last[pid] - self.first[pid] for pid in self.last}
+        runner = sum(used.get(proc.pid, 0.0) for proc in self.procs)
+        return runner, sum(used.values()) - runner
+
+
 def wake_latency(count: int) -> None:
     from django.db import connections
 
@@ -484,11 +544,23 @@ def wake_latency(count: int) -> None:
 
 def capped(total: int) -> None:
     """The claim rate of 4 runners when the workflow has a cap: fleet-capped (2 at once) and
-    fleet-per-user (1 at once per user, 200 users). Compare with the uncapped rows above."""
+    fleet-per-user (1 at once per user, 200 users), after the same 4 runners on noop3 with no
+    cap, in a deployment that caps nothing (one-statement claim) and in one that caps another
+    workflow (the capped claim: skip full groups, lock and recount a capped row's group)."""
+    print(f"  noop3, a deployment that caps nothing, {total} instances:")
+    throughput(4, total)
+    print(f"  noop3 (no cap), a deployment that caps other workflows, {total} instances:")
+    throughput(4, total, modules=SAMPLE_MODULES)
     print(f"  fleet-capped (concurrency=2), {total} instances:")
-    throughput(4, total, "fleet-capped")
+    throughput(4, total, "fleet-capped", modules=SAMPLE_MODULES)
     print(f"  fleet-per-user (concurrency=1 per user, 200 users), {total} instances:")
-    throughput(4, total, "fleet-per-user", params=lambda i: {"user": f"u{i % 200}"})
+    throughput(
+        4,
+        total,
+        "fleet-per-user",
+        params=lambda i: {"user": f"u{i % 200}"},
+        modules=SAMPLE_MODULES,
+    )
 
 
 def cron_lateness(minutes: int) -> None:
@@ -618,7 +690,12 @@ def gc_while_running(finished: int, backlog: int) -> None:
 
 # -- wake latency and idle CPU under `make run` (issue 9 item 5) ---------------------------------
 
-MAKERUN_DATABASE = "vf_bench_makerun"
+
+def makerun_database() -> str:
+    """The bench database's name + _makerun (dropped and created afresh by each run)."""
+    return urlsplit(db_url()).path.lstrip("/") + "_makerun"
+
+
 MAKERUN_MODULES = "workflows.examples,tests.workflows.sample_workflows"
 MAKERUN_KINDS = {
     "sleep": ("wake-sleep", "sleep"),
@@ -650,9 +727,9 @@ def makerun_env(db: str, var_dir: str) -> dict:
     )
     if db == "postgres":
         with admin_connect() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{MAKERUN_DATABASE}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{MAKERUN_DATABASE}"')
-        env["DATABASE_URL"] = db_url(MAKERUN_DATABASE)
+            conn.execute(f'DROP DATABASE IF EXISTS "{makerun_database()}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{makerun_database()}"')
+        env["DATABASE_URL"] = db_url(makerun_database())
     return env
 
 
@@ -903,8 +980,25 @@ def lease_steals(skew: int) -> None:
     print(f"  lease steals at {skew:+d} s skew: {steals} extra executions of {len(runs)} steps")
 
 
+def guard_cost(n: int = 200_000) -> None:
+    """Runner CPU the storage-fault handling adds to each step boundary when nothing fails: the
+    guarded() block around the commit and the two fault-hook checks (persist.persist_boundary),
+    timed in this process with no database. Compare with the runner CPU per workflow of the
+    throughput rows (3 step boundaries each)."""
+    from workflows.runner import storage_faults
+
+    started = time.process_time()
+    for _ in range(n):
+        with storage_faults.guarded():
+            storage_faults.inject("boundary_commit_before")
+            storage_faults.inject("boundary_commit_after")
+    per_boundary = (time.process_time() - started) / n
+    print(f"  fault handling per step boundary: {per_boundary * 1e6:.2f} us of runner CPU")
+
+
 def faults() -> None:
     print("\nFaults (docs/workflows/faults.md):")
+    guard_cost()
     backend_killer()
     for skew in (600, -600):
         lease_steals(skew)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -125,7 +125,7 @@ def _insert(
         "skipped": skipped,
     }
     if _one_statement(body, skipped):
-        pk = _on_a_live_connection(lambda: _insert_one_statement(**fields))
+        pk = _insert_one_statement(**fields)
     else:
         pk = _insert_in_transaction(**fields)
     # A duplicate is a delivery too: Terra is sending for this connection.
@@ -309,8 +309,8 @@ _OWN_TASK_CTE = (
 def _insert_one_statement(*, body, envelope, request_id, received_at, ordered_at, skipped):
     """_insert's path on PostgreSQL with the ORM broker: the row, its traces and its place in
     the queue in one statement, no BEGIN/COMMIT (the statement is its own transaction) and no
-    per-request health check (SELECT 1): a connection that died while idle is retried once
-    (_on_a_live_connection). Its place in the queue is the fresh consume ticket it locks, as
+    per-request health check (SELECT 1: the webhook retries work that failed on a connection
+    cut while idle, ingest.deadline). Its place in the queue is the fresh consume ticket it locks, as
     ingest.queue.consume_ticket_join does in a transaction; without one, the ticket (and its
     task) is made after the row's commit (_queue_after_commit). With OpenTelemetry on, the row
     gets a task of its own whose message carries the webhook span (ingest.queue.orm_message):
@@ -373,23 +373,6 @@ def _queue_after_commit(pk: int, request_id: str) -> None:
 
 ORM = {"broker": "orm"}
 _NEXT_ID_SQL = "SELECT nextval(pg_get_serial_sequence('raw_events', 'id'))"
-
-
-def _on_a_live_connection(work):
-    """work(), once more on a new connection if it failed on one this thread opened earlier
-    (PostgreSQL restarted, an idle connection cut): what Django's per-request health check
-    (a SELECT 1 before every request's first query) would have caught, at no cost when the
-    connection is fine. Safe to repeat: the insert is deduplicated, so a first attempt that
-    committed makes the second a duplicate. A new connection that fails raises (503)."""
-    reused = connection.connection is not None and not connection.in_atomic_block
-    try:
-        return work()
-    except (OperationalError, InterfaceError):
-        if not reused:
-            raise
-        log.info("webhook: the database connection failed; retrying on a new one")
-        connection.close()
-        return work()
 
 
 STREAM_ABOVE_BYTES = 4 * 1024 * 1024

@@ -280,9 +280,13 @@ TERMINAL = {"complete", "errored", "terminated"}
 
 def cmd_instances_logs(api: Api, args, out) -> None:
     # The last page has no next cursor, so a follower re-reads it on each poll: lines already
-    # printed are recognised by id (ids only grow) and printed once.
-    cursor, printed_up_to = None, 0
+    # printed are recognised by id (ids only grow) and printed once. The status is read before
+    # the logs: a follower stops after a pass that began with the instance finished, so the
+    # lines written while it finished are printed.
+    cursor, printed_up_to, finished = None, 0, not args.follow
     while True:
+        if not finished:
+            finished = api.call("GET", instance_path(args))["details"]["status"] in TERMINAL
         data = _history(api, args, include_logs="true", logs_cursor=cursor, page_size=100)
         for log in data.get("logs", []):
             if log["id"] > printed_up_to:
@@ -292,7 +296,7 @@ def cmd_instances_logs(api: Api, args, out) -> None:
         cursor = data.get("logs_cursor") or cursor
         if data.get("logs_has_next_page"):
             continue
-        if not args.follow or api.call("GET", instance_path(args))["details"]["status"] in TERMINAL:
+        if finished:
             return
         time.sleep(args.interval)
 

@@ -260,9 +260,11 @@ class WorkflowTask(models.Model):
     class Meta:
         db_table = "workflow_task"
         indexes = [
-            # runner.claim walks this index: runnable rows only, in claim order.
+            # runner.claim walks this index: runnable rows only, in claim order. id breaks
+            # ties (oldest first): without it PostgreSQL orders equal keys by row position,
+            # which an update moves.
             models.Index(
-                fields=["priority", "run_at"],
+                fields=["priority", "run_at", "id"],
                 name="workflow_task_runnable",
                 condition=Q(run_at__isnull=False),
             ),

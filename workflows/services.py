@@ -16,7 +16,7 @@ from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import concurrency, decisions, labels, limits, runtime, tasks
+from workflows import concurrency, dbclock, decisions, labels, limits, runtime, tasks
 from workflows.authoring import registry
 from workflows.errors import (
     IdempotencyConflict,
@@ -163,7 +163,7 @@ def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
         run_number=instance.run_number,
         kind=TaskKind.START,
         priority=start_priority(instance.priority),
-        run_at=now,
+        run_at=dbclock.due_now(now),
         created_at=now,
         **_slot(instance),
     )
@@ -451,7 +451,7 @@ def instance_restart(
                 kind=kind,
                 priority=start_priority(fresh.priority),
                 **_slot(fresh),
-                run_at=now,
+                run_at=dbclock.due_now(now),
                 wait_event_type="",
                 lock_owner="",
                 locked_until=None,
@@ -493,7 +493,7 @@ def _make_runnable(instance: WorkflowInstance, task: WorkflowTask | None, kind: 
         task.save(force_insert=True)
         return
     WorkflowTask.objects.filter(pk=task.pk).update(
-        run_at=now, kind=kind, priority=TASK_PRIORITY[kind]
+        run_at=dbclock.due_now(now), kind=kind, priority=TASK_PRIORITY[kind]
     )
 
 

@@ -18,17 +18,21 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_serve_refuses_a_taken_port_with_a_clear_message():
+@pytest.mark.parametrize("how", ["--port", "PORT"])
+def test_serve_refuses_a_taken_port_with_a_clear_message(how):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
+        argv = ["--port", str(port)] if how == "--port" else []
+        env = {**os.environ, "PORT": str(port)} if how == "PORT" else None
         result = subprocess.run(
-            [sys.executable, "manage.py", "serve", "--port", str(port)],
+            [sys.executable, "manage.py", "serve", *argv],
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=60,
+            env=env,
         )
     assert result.returncode != 0
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr

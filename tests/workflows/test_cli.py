@@ -220,6 +220,35 @@ def test_the_cli_imports_nothing_from_django_or_the_project():
     assert all("django" not in line and "workflows" not in line for line in imports)
 
 
+def test_logs_follow_prints_the_last_lines_when_the_instance_finishes_between_two_reads(
+    wf, monkeypatch
+):
+    """The instance completes after the follower read the logs and before it read the status:
+    the lines written meanwhile are still printed (the follower used to stop without them)."""
+    wf("instances", "create", "-w", "h5-approval", "--id", "o2")
+    tick()
+    real_call, logs_read, finished = cli.Api.call, [], []
+
+    def call(self, method, path, **kwargs):
+        if path.endswith("/history"):
+            logs_read.append(True)
+        elif method == "GET" and path.endswith("/instances/o2") and logs_read and not finished:
+            finished.append(True)  # after a logs read, before this status read
+            services.instance_send_event(
+                instance=instance_get(workflow_name="h5-approval", instance_id="o2"),
+                type="approve",
+            )
+            tick()
+        return real_call(self, method, path, **kwargs)
+
+    monkeypatch.setattr(cli.Api, "call", call)
+    code, out, _ = wf("instances", "logs", "-w", "h5-approval", "-i", "o2", "-f", "--interval", "0")
+    assert code == 0 and finished
+    assert "event 'approve' received" in out and "instance complete" in out
+    lines = out.splitlines()
+    assert len(lines) == len(set(lines))
+
+
 @pytest.mark.postgres_only
 @pytest.mark.skipif(
     not IS_POSTGRES,

@@ -9,7 +9,7 @@ import pytest
 from tests.workflows.test_http_support import ALL_SCOPES, new_key
 from workflows import get_workflow, services
 from workflows.errors import InvalidPriority
-from workflows.models import WorkflowInstance
+from workflows.models import WorkflowInstance, WorkflowTask
 from workflows.runner.claim import claim_next, next_due_at
 
 
@@ -38,12 +38,41 @@ def test_new_runs_start_higher_priority_first_then_oldest(harness):
     assert claim_all() == ["p9-old", "p9-young", "p5", "default", "p1", "p0"]
 
 
+def test_tasks_due_at_the_same_time_are_claimed_oldest_first(harness):
+    """Equal priority and due time: the older task goes first, whatever the physical order of
+    the rows (on PostgreSQL an updated row moves; the index alone would order ties by where
+    each row version sits)."""
+    for instance_id in ("first", "second", "third"):
+        services.instance_create(workflow_name="noop3", instance_id=instance_id)
+    due = harness.runtime.now() + timedelta(seconds=5)
+    for instance_id in ("third", "first", "second"):  # rewritten newest first
+        WorkflowTask.objects.filter(instance__instance_id=instance_id).update(run_at=due)
+    harness.runtime.advance(timedelta(seconds=5))
+    assert claim_all() == ["first", "second", "third"]
+
+
 def test_wakes_still_go_before_new_runs_of_the_highest_priority(harness):
     services.instance_create(workflow_name="sleepy", instance_id="sleeper", priority=0)
     harness.run_until_idle()  # sleeps 1 s
     harness.runtime.advance(timedelta(seconds=2))
     services.instance_create(workflow_name="noop3", instance_id="urgent", priority=9)
     assert claim_all() == ["sleeper", "urgent"]
+
+
+def test_retries_events_and_resumes_also_go_before_new_runs(harness, tmp_path):
+    marker = str(tmp_path / "first-attempt")
+    services.instance_create(
+        workflow_name="wake-retry", instance_id="retried", priority=0, params={"marker": marker}
+    )
+    services.instance_create(workflow_name="wake-event", instance_id="evented", priority=0)
+    services.instance_create(workflow_name="noop3", instance_id="paused", priority=0)
+    harness.pause("noop3", "paused")
+    harness.run_until_idle()  # retried: first attempt failed, retry due in 1 s; evented waits
+    harness.runtime.advance(timedelta(seconds=2))
+    harness.send_event("wake-event", "evented", "go", run=False)
+    harness.resume("noop3", "paused", run=False)
+    services.instance_create(workflow_name="noop3", instance_id="urgent", priority=9)
+    assert claim_all() == ["retried", "evented", "paused", "urgent"]  # then by due time, age
 
 
 def test_restart_keeps_the_instance_priority(harness):
@@ -175,6 +204,23 @@ def test_a_concurrency_key_caps_per_param_value(harness, fleet):
         )
     services.instance_create(workflow_name="fleet-per-user", instance_id="nobody")
     assert claim_all() == ["u0", "u2", "nobody"]  # one per user; a missing key is its own
+
+
+def test_get_workflow_shows_the_cap_with_running_and_queued_per_key(ops_api, harness, fleet):
+    for n, user in enumerate(["ann", "ann", "bob"]):
+        services.instance_create(
+            workflow_name="fleet-per-user", instance_id=f"u{n}", params={"user": user}
+        )
+    assert claim() == "u0" and claim() == "u2"
+    body = ops_api.get("/v1/workflows/fleet-per-user").json()
+    assert body["concurrency"] == {
+        "limit": 1,
+        "key": "user",
+        "running": 2,
+        "queued": 1,
+        "by_key": {"ann": {"running": 1, "queued": 1}, "bob": {"running": 1, "queued": 0}},
+    }
+    assert (body["running"], body["queued"]) == (2, 1)
 
 
 def test_a_bad_cap_is_a_definition_error():

@@ -83,7 +83,7 @@ _DUE_AND_FREE = f"run_at <= {DB_NOW} AND (locked_until IS NULL OR locked_until <
 _PG_NEXT = f"""(
         SELECT id FROM workflow_task
         WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
-        ORDER BY priority, run_at
+        ORDER BY priority, run_at, id
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     )"""
@@ -124,7 +124,7 @@ _PG_PICK = f"""
 SELECT id, concurrency_group, concurrency_limit FROM workflow_task
 WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
   AND (concurrency_limit IS NULL OR concurrency_group NOT IN ({_FULL_GROUPS}))
-ORDER BY priority, run_at
+ORDER BY priority, run_at, id
 LIMIT 1
 FOR UPDATE SKIP LOCKED
 """
@@ -279,7 +279,7 @@ def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
         due &= _not_in_full_group(now)
     candidates = list(
         WorkflowTask.objects.filter(due)
-        .order_by("priority", "run_at")
+        .order_by("priority", "run_at", "id")
         .values_list("pk", "fencing_token", "concurrency_group", "concurrency_limit")[:8]
     )
     for pk, token, group, limit in candidates:
