@@ -93,3 +93,39 @@ def test_progress_resets_the_recovery_count_once(harness):
     assert WorkflowTask.objects.get().recovery_attempts == 1  # this claim, until progress
     assert persist.commit(claim, persist.Pending(), persist.Requeue(harness.now())) == PROCEED
     assert WorkflowTask.objects.get().recovery_attempts == 0
+
+
+def test_a_refused_suspension_that_wakes_runners_keeps_what_a_paused_run_keeps(harness):
+    @workflow(name="t-cost-pause-then-sleep")
+    def pause_then_sleep(event, step):
+        step.do("first", lambda: services.instance_pause(instance=_row("s")) and "kept")
+        step.sleep("nap", "1 hour")
+
+    services.instance_create(workflow_name="t-cost-pause-then-sleep", instance_id="s")
+    claim, loaded = claim_next(owner="r", lease_seconds=30)
+    # The suspension's statement also notifies idle runners; paused, the guard aborts it and
+    # the transactional path writes what a paused instance keeps (finished work, the sleep).
+    assert execute(claim, loaded, threaded=False) == "suspended"
+    steps = dict(WorkflowStep.objects.values_list("name", "status"))
+    assert steps == {"first": "complete", "nap": "sleeping"}
+    assert _row("s").status == "paused"
+    task = WorkflowTask.objects.get()
+    assert (task.run_at, task.locked_until) == (None, None)
+
+
+def test_a_suspension_notifies_idle_runners_on_commit(settings):
+    import psycopg
+    from django.db import connection
+
+    from workflows.runner.wake import CHANNEL
+
+    settings.WORKFLOWS_WAKE_TASKS = False
+    params = connection.get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        services.instance_create(workflow_name="sleepy", instance_id="z")
+        list(listener.notifies(timeout=1, stop_after=1))  # the create's own NOTIFY
+        assert run_one(owner="r", threaded=False) == "suspended"
+        assert _row("z").status == "waiting"
+        heard = list(listener.notifies(timeout=5, stop_after=1))
+    assert [n.channel for n in heard] == [CHANNEL]

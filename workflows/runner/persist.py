@@ -43,7 +43,7 @@ from workflows.models import (
 )
 from workflows.runner import pgwire, storage_faults
 from workflows.runner.claim import DB_NOW, Claim, db_now_param
-from workflows.runner.wake import NOTIFY_SQL
+from workflows.runner.wake import CHANNEL, NOTIFY_SQL
 
 
 @dataclass
@@ -206,34 +206,32 @@ def _write_if_proceeding(
     paused fails it with division_by_zero, which rolls back every CTE. Writes in one statement
     share one snapshot, so none may modify a row another modifies: the lease is renewed only
     when the outcome leaves the task row alone (`renews`), and _statements folds the code
-    fingerprint into the instance's own UPDATE. NOTIFY is no CTE: it follows in the pipeline,
-    in the same implicit transaction, so it is still sent only on commit."""
+    fingerprint into the instance's own UPDATE. NOTIFY is no CTE: the last SELECT calls
+    pg_notify, which is delivered on commit like NOTIFY."""
     db_now = db_now_param(now)
     ctes, params = [_LOCK_TASK], _lock_params(claim, db_now)
     if renews:
         ctes.append(_RENEW_LEASE)
         params += _renew_params(claim, db_now, progress)
-    notices = []
+    wakes = False
     for sql, values in statements:
-        if values is None:
-            notices.append(sql)
+        if values is None:  # the NOTIFY of _wake_runners: pg_notify in the statement instead
+            assert sql == NOTIFY_SQL, sql
+            wakes = True
             continue
         ctes.append(f"w{len(ctes)} AS ({sql})")
         params += values
-    one = f"WITH {', '.join(ctes)} {_ABORT_UNLESS_OURS}"
-    # The test hook's "before COMMIT": the backend dies after the writes, before the sync.
-    die = storage_faults.take("boundary_commit_before")
+    one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
     with pgwire.cursor() as cursor:
         try:
-            if not notices and not die:  # alone, the statement is its own transaction
-                cursor.execute(one, params, prepare=True)
+            if not storage_faults.take("boundary_commit_before"):
+                cursor.execute(one, params, prepare=True)  # alone: its own transaction
                 return True
+            # The test hook's "before COMMIT": the backend dies after the writes, before the
+            # pipeline's sync would commit them.
             with connection.connection.pipeline():
                 cursor.execute(one, params, prepare=True)
-                for sql in notices:
-                    cursor.execute(sql)
-                if die:
-                    cursor.execute(_TERMINATE_SELF)
+                cursor.execute(_TERMINATE_SELF)
         except psycopg.errors.DivisionByZero:
             return False
     return True
@@ -316,6 +314,11 @@ _GUARD_PG = f"WITH {_LOCK_TASK}, {_RENEW_LEASE} SELECT run_at FROM t"
 # fails the statement with division_by_zero, so the server rolls back every write in it.
 # count(*) is computed at run time, so the division is never folded into an error at plan time.
 _ABORT_UNLESS_OURS = "SELECT 1 / count(*) FROM t WHERE run_at IS NOT NULL"
+# The same, waking idle runners (runner/wake.py): pg_notify is NOTIFY, sent on commit only.
+_ABORT_AND_WAKE = (
+    f"SELECT 1 / count(*) FROM t, (SELECT pg_notify('{CHANNEL}', '')) AS wake "
+    "WHERE t.run_at IS NOT NULL"
+)
 
 
 def _lock_params(claim: Claim, db_now) -> list:
