@@ -317,3 +317,28 @@ def test_the_run_timeout_fires_while_a_top_level_node_sleeps(harness):
     final = status(harness, run)
     assert final["status"] == "errored" and "timeout" in final["error"]["message"]
     assert GraphToken.objects.get(run=run, node_ref="nap").status == "timed_out"
+
+
+def test_a_failed_branch_fails_an_all_fan_in_at_once_while_others_wait(harness):
+    document = waiting_doc({"strategy": "all"})
+    document["nodes"].append(node("bad", name="tests.boom", retries={"limit": 0}))
+    document["transitions"][0]["to"] = "route"
+    document["nodes"].append(node("route", input_mapping={"item": "/branch/item"}))
+    document["transitions"] += [
+        {
+            "from": "route",
+            "to": "ask",
+            "condition": {"op": "!=", "left": {"path": "/branch/item"}, "right": {"value": "x"}},
+        },
+        {
+            "from": "route",
+            "to": "bad",
+            "condition": {"op": "==", "left": {"path": "/branch/item"}, "right": {"value": "x"}},
+        },
+    ]
+    publish(document)
+    run = start(harness, {"items": ["a", "x", "b"]})
+    final = status(harness, run)
+    assert final["status"] == "errored"
+    assert "needs 3 of 3" in final["error"]["message"]
+    assert set(asks(run).values()) == {"cancelled"}
