@@ -131,16 +131,23 @@ def _watched(seconds: float, fn, args, kwargs):
     connection.ensure_connection()  # bounded by DB_CONNECT_TIMEOUT
     token = _watchdog.arm(seconds, connection.connection.pgconn.socket)
     try:
-        result = fn(*args, **kwargs)
+        return fn(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:
-        if _watchdog.disarm(token):
-            _drop_connection()
+        if _disarmed_after_firing(token):
             raise DatabaseDeadline from exc
         raise
+    finally:
+        # Whatever ended the work (an answer, a refusal such as a bad signature, an error), the
+        # entry goes; if the watchdog fired just as the work finished, the answer is in but
+        # the connection is not usable any more.
+        _disarmed_after_firing(token)
+
+
+def _disarmed_after_firing(token: int) -> bool:
     if _watchdog.disarm(token):
-        # Fired just as the work finished: the answer is in, the connection is not usable.
         _drop_connection()
-    return result
+        return True
+    return False
 
 
 def _drop_connection() -> None:

@@ -187,3 +187,17 @@ def test_the_shortcut_paths_are_the_routed_ones():
     assert {f"/{pattern.pattern}" for pattern in urlpatterns} == WEBHOOK_PATHS
     for path in WEBHOOK_PATHS:
         assert resolve(path).func is terra_webhook
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_a_refused_delivery_leaves_no_watch_on_its_connection(deliver, settings):
+    # Seen: work that ended with a refusal (401) stayed armed, so the watchdog shut the
+    # connection down under a later request on the same thread.
+    from ingest import deadline
+
+    settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS = 30
+    assert deliver(load_fixture("daily.json"), secret="wrong").status_code == 401
+    assert deliver(load_fixture("daily.json")).status_code == 200
+    assert deadline._watchdog._armed == {}
+    assert deadline._watchdog._fired == set()
