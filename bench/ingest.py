@@ -640,6 +640,20 @@ def _timed_cluster(env: dict, total: int, dbname: str, left) -> dict:
     }
 
 
+def tickets_created() -> int | None:
+    """How many shared consume tasks were queued (ingest.queue tickets; None before them)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('ingest_consume_tickets') IS NOT NULL")
+        if not cursor.fetchone()[0]:
+            return None
+        cursor.execute("SELECT pg_get_serial_sequence('ingest_consume_tickets', 'id')")
+        sequence = cursor.fetchone()[0]
+        cursor.execute(f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {sequence}")
+        return cursor.fetchone()[0]
+
+
 def normalize_only(url: str, args) -> None:
     """Issue 15's normalization figure: one 2-worker cluster on the ORM broker draining N rows
     recorded as the webhook records them, beside django-q2's own no-op drain of N tasks, both
@@ -650,10 +664,15 @@ def normalize_only(url: str, args) -> None:
     noop = noop_drain(env, args.n, args.db)
     print(f"[django-q2 no-op drain] {json.dumps(noop)}", flush=True)
     reset_tables()
+    tickets_before = tickets_created()
     record_in_process(args.n, f"normalize-{time.time()}")
     pending = RawEvent.objects.filter(state=RawEventState.PENDING)
     drain = _timed_cluster(env, args.n, args.db, pending.count)
     drain["states"] = counts()
+    # shared consume tasks queued while recording and draining (None: one task per row)
+    drain["consume_tasks_queued"] = (
+        None if tickets_before is None else tickets_created() - tickets_before
+    )
     drain["over_noop_drain"] = round(drain["per_s"] / noop["per_s"], 2)
     print(f"[normalize, ORM broker] {json.dumps(drain)}", flush=True)
 

@@ -284,6 +284,12 @@ def _claim_recovered(now: datetime) -> tuple[RawEvent | None, datetime]:
     return (rows[0] if rows else None), lease_until
 
 
+def _recovered(row: RawEvent) -> bool:
+    """A claimed row that was claimed before without an outcome being written (a pending row
+    never leaves pending but through an outcome; its attempts count claims)."""
+    return row.state == RawEventState.PENDING and row.attempts > 1
+
+
 def _unparseable(raw_event: RawEvent) -> NormalizeResult:
     try:
         payload_parse(raw_event.body)
@@ -575,7 +581,11 @@ def raw_events_consume_batch(
 ) -> dict[str, int]:
     """The queue task's body: this row, then up to `batch` other rows (due again first, then
     pending; all claimed first, then normalized in that order). Returns counts per outcome.
-    `traceparent`: the webhook span that enqueued this row (OpenTelemetry link)."""
+    `traceparent`: the webhook span that enqueued this row (OpenTelemetry link).
+
+    Rows whose last claim ended without an outcome (their worker died holding them) are only
+    claimed by their own task, and such a row runs before anything else is claimed: if it is
+    what kills workers, it takes no batch-mates' attempts with it."""
     outcomes: dict[str, int] = {}
     claimed: list[tuple[RawEvent, datetime]] = []
     if raw_event_id is not None:
@@ -584,9 +594,17 @@ def raw_events_consume_batch(
             # Another run took this row in its batch; the rows still pending have tasks of
             # their own. Returning at once keeps these no-op tasks at one query.
             return {NOT_CLAIMED: 1}
-        claimed.append((row, lease_until))
+        if _recovered(row):
+            _tally(
+                outcomes,
+                _consume_claimed(
+                    [(row, lease_until)], now=now, traceparent=traceparent, linked=raw_event_id
+                ),
+            )
+        else:
+            claimed.append((row, lease_until))
     if batch > 0:
-        rows, lease_until = _claim_batch(batch, now or timezone.now())
+        rows, lease_until = _claim_batch(batch, now or timezone.now(), recovered=False)
         claimed += [(row, lease_until) for row in rows]
     _tally(
         outcomes, _consume_claimed(claimed, now=now, traceparent=traceparent, linked=raw_event_id)
@@ -670,7 +688,7 @@ def _together(group: list[tuple[RawEvent, datetime]], now: datetime) -> list[str
             if _outcomes_write(outcomes) != len(outcomes):
                 raise _LostClaim
             if traces:
-                traces_insert(traces)
+                _traces_write(traces)
     except Exception:
         log.info("a batch of %s rows rolled back: each runs on its own", len(group), exc_info=True)
         return None
@@ -724,31 +742,34 @@ _OUTCOME_COLUMNS = (
 )
 
 
-def _outcomes_sql(rows: int) -> str:
-    """WITH v(…) AS (VALUES …) UPDATE raw_events … FROM v: every row's outcome in one
-    statement, each only where next_attempt_at still equals its lease (typed on PostgreSQL,
-    where an untyped NULL in VALUES would be text)."""
+def _outcomes_sql(vendor: str, rows: int) -> str:
+    """UPDATE raw_events … FROM v: every row's outcome in one statement, each only where
+    next_attempt_at still equals its lease. On PostgreSQL v is unnest() of one typed array
+    per column: a statement of fixed text and 8 parameters, whatever the batch size (psycopg
+    re-parses a statement of hundreds of placeholders on every call); elsewhere a VALUES
+    list."""
     fields = [RawEvent._meta.get_field(name) for name in _OUTCOME_COLUMNS]
-    names = [field.column for field in fields]
-    if connection.vendor == "postgresql":
+    names = [*(field.column for field in fields), "lease"]
+    sets = ", ".join(f"{name} = v.{name}" for name in names[1:-1])
+    where = "WHERE raw_events.id = v.id AND raw_events.next_attempt_at = v.lease"
+    if vendor == "postgresql":
         types = [*(field.db_type(connection) for field in fields), "timestamp with time zone"]
-        one = "(" + ", ".join(f"CAST(%s AS {kind})" for kind in types) + ")"
-    else:
-        one = "(" + ", ".join(["%s"] * (len(fields) + 1)) + ")"
-    sets = ", ".join(f"{name} = v.{name}" for name in names[1:])
+        arrays = ", ".join(f"CAST(%s AS {kind}[])" for kind in types)
+        return (
+            f"UPDATE raw_events SET {sets} FROM unnest({arrays}) AS v ({', '.join(names)}) " + where
+        )
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
     return (
-        f"WITH v ({', '.join(names)}, lease) AS (VALUES {', '.join([one] * rows)}) "
-        f"UPDATE raw_events SET {sets} FROM v "
-        "WHERE raw_events.id = v.id AND raw_events.next_attempt_at = v.lease"
+        f"WITH v ({', '.join(names)}) AS (VALUES {', '.join([one] * rows)}) "
+        f"UPDATE raw_events SET {sets} FROM v " + where
     )
 
 
 def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
     """Write each (pk, lease_until, values) outcome; returns how many rows were still ours."""
     adapt = connection.ops.adapt_datetimefield_value
-    params = []
-    for pk, lease_until, values in outcomes:
-        params += [
+    rows = [
+        [
             pk,
             values["state"],
             adapt(values["processed_at"]),
@@ -758,9 +779,36 @@ def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
             values["user_id"],
             adapt(lease_until),
         ]
+        for pk, lease_until, values in outcomes
+    ]
+    vendor = connection.vendor
+    params = (
+        [list(column) for column in zip(*rows, strict=True)]
+        if vendor == "postgresql"
+        else [value for row in rows for value in row]
+    )
     with connection.cursor() as cursor:
-        cursor.execute(_outcomes_sql(len(outcomes)), params)
+        cursor.execute(_outcomes_sql(vendor, len(rows)), params)
         return cursor.rowcount
+
+
+def _traces_write(traces: list[list]) -> None:
+    """trace_row()s in one INSERT; on PostgreSQL from unnest() of one array per column (fixed
+    text, 8 parameters), elsewhere traces_insert's VALUES list."""
+    if connection.vendor != "postgresql":
+        traces_insert(traces)
+        return
+    types = [
+        TraceEvent._meta.get_field(name).db_type(connection)
+        for name in ("request_id", "raw_event", "user", "level", "event", "duration_ms", "data")
+    ]
+    arrays = ", ".join(f"CAST(%s AS {kind}[])" for kind in [*types, "timestamp with time zone"])
+    columns = trace_columns()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO trace_events ({columns}) SELECT * FROM unnest({arrays})",
+            [list(column) for column in zip(*traces, strict=True)],
+        )
 
 
 # A shared consume task (ingest.queue tickets) claims this many rows at a time and stops after

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import lru_cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from ingest.models import DailySummary, SleepSession
-from ingest.sqlrows import model_columns, model_rows
+from ingest.sqlrows import model_columns, model_rows, value_prepper
 from ingest.upsert import values_fit
 
 DAILY = "daily"
@@ -111,6 +111,12 @@ def _sql(vendor: str) -> tuple[str, str, str]:
 _NO_RAW = frozenset({"raw"})
 
 
+@lru_cache(maxsize=1)
+def _insert_preppers() -> list:
+    fields = [f for f in DailySummary._meta.concrete_fields if not f.primary_key]
+    return [(f, value_prepper(f)) for f in fields]
+
+
 def _locked(user_id: int, source: str, day: date, *, create: bool) -> DailySummary | None:
     """The day's row, locked until the transaction ends (created empty if missing and
     `create`): a row this transaction inserted is invisible, hence as good as locked, until it
@@ -120,11 +126,8 @@ def _locked(user_id: int, source: str, day: date, *, create: bool) -> DailySumma
     found = model_rows(DailySummary, select, key)
     if not found and create:
         blank = DailySummary(user_id=user_id, source=source, date=day)
-        params = [
-            f.get_db_prep_save(getattr(blank, f.attname), connection)
-            for f in DailySummary._meta.concrete_fields
-            if not f.primary_key
-        ]
+        db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: no proxy lookup per value
+        params = [prep(getattr(blank, f.attname), db) for f, prep in _insert_preppers()]
         found = model_rows(DailySummary, insert, params)
         if not found:  # another transaction inserted it first: wait for it, lock it
             found = model_rows(DailySummary, select, key)

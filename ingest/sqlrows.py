@@ -5,6 +5,7 @@ few statements the consumer runs for every item that cost more than the statemen
 themselves. Here the column list and the converters are worked out once per model and
 database vendor, and each row becomes an instance through Model.from_db (as the ORM does)."""
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from django.db import connection, models
@@ -52,3 +53,32 @@ def model_rows(
             values[index] = value
         rows.append(model.from_db(connection.alias, names, values))
     return rows
+
+
+# Fields whose get_db_prep_save returns a value of their own Python type unchanged.
+_AS_IS = {
+    models.FloatField: float,
+    models.IntegerField: int,
+    models.BigIntegerField: int,
+    models.SmallIntegerField: int,
+    models.PositiveIntegerField: int,
+    models.CharField: str,
+    models.TextField: str,
+    models.BooleanField: bool,
+}
+
+
+def value_prepper(field: models.Field) -> Callable[[object, object], object]:
+    """prep(value, connection) = field.get_db_prep_save(value, connection), skipped for None
+    and for values already of the field's own type (plain floats, ints, strings and booleans
+    pass through it unchanged): the consumer's upserts prepare ~30 values an item."""
+    kind = _AS_IS.get(type(field))
+    if kind is None:
+        return field.get_db_prep_save
+
+    def prep(value, db):
+        if value is None or type(value) is kind:
+            return value
+        return field.get_db_prep_save(value, db)
+
+    return prep

@@ -10,10 +10,11 @@ import enum
 from dataclasses import dataclass
 from functools import lru_cache
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.utils import timezone
 
 from ingest.registry import ValueOutOfRange
+from ingest.sqlrows import value_prepper
 
 # The integer columns' ranges as PostgreSQL enforces them; SQLite would store more (or raise
 # OverflowError past 64 bits), so both databases refuse the same values, with the same message.
@@ -48,6 +49,7 @@ def _quote(name: str) -> str:
 class _Statement:
     sql: str
     fields: tuple[models.Field, ...]  # in parameter order
+    preppers: tuple  # (value, connection) -> database value, per field
     defaulted: tuple[models.Field, ...]  # filled from the model's defaults on every call
     stamps_updated_at: bool
     stamps_created_at: bool
@@ -117,7 +119,8 @@ def _statement(
     else:
         sql += f"ON CONFLICT ({conflict}) DO NOTHING "
     sql += f"RETURNING {_quote(meta.pk.column)}"
-    return _Statement(sql, fields, defaulted, stamps_updated_at, stamps_created_at)
+    preppers = tuple(value_prepper(f) for f in fields)
+    return _Statement(sql, fields, preppers, defaulted, stamps_updated_at, stamps_created_at)
 
 
 def upsert_keep_non_null(
@@ -148,11 +151,12 @@ def upsert_keep_non_null(
         row.setdefault("created_at", now)
     for field in statement.defaulted:
         row[field.name] = field.get_default()
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: no proxy lookup per value
     params = [
-        f.get_db_prep_save(row[f.attname if f.attname in row else f.name], connection)
-        for f in statement.fields
+        prep(row[f.attname if f.attname in row else f.name], db)
+        for f, prep in zip(statement.fields, statement.preppers, strict=True)
     ]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(statement.sql, params)
         found = cursor.fetchone()
     return found[0] if found else None

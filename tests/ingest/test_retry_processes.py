@@ -108,3 +108,37 @@ def test_a_row_that_kills_its_worker_ends_dead_after_max_claims(cluster):
     assert row.state == RawEventState.DEAD
     assert row.attempts == MAX_ATTEMPTS + 1
     assert "without an outcome" in row.process_error
+
+
+def _publish_one_task(how: str, first: RawEvent) -> None:
+    from django.db import transaction
+
+    from ingest.queue import consume_ticket_join, queue_publish
+
+    if how == "row_task":
+        queue_publish(first.pk)  # the due poller's, the drain's and Redis's kind of task
+    else:
+        with transaction.atomic():
+            consume_ticket_join()  # the ORM broker's shared task, as deliveries join it
+
+
+@pytest.mark.parametrize("how", ["row_task", "shared_task"])
+def test_a_worker_killing_row_takes_no_batch_mate_to_dead(cluster, how):
+    # Issue 15 claims many rows at once. The killer is claimed with its neighbours the first
+    # time and the worker dies holding them all; after that a row whose worker died is only
+    # claimed by itself and runs before anything else is claimed, so only the killer reaches
+    # dead and its neighbours are processed, with attempts to spare.
+    before = [
+        RawEventFactory(event_type="noop_test", payload={"type": "noop_test"}) for _ in range(5)
+    ]
+    killer = RawEventFactory(event_type="kill_worker", payload={"type": "kill_worker"})
+    after = [
+        RawEventFactory(event_type="noop_test", payload={"type": "noop_test"}) for _ in range(5)
+    ]
+    _publish_one_task(how, before[0])
+    assert _wait_for(killer, {RawEventState.DEAD}).state == RawEventState.DEAD
+    mates = RawEvent.objects.filter(pk__in=[row.pk for row in before + after])
+    for row in mates:
+        _wait_for(row, {RawEventState.PROCESSED})
+    assert {row.state for row in mates} == {RawEventState.PROCESSED}
+    assert max(row.attempts for row in mates) <= 2
