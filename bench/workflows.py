@@ -8,8 +8,11 @@
 
 Prints, for sequential 3-step no-op workflows (create + run, one after another, one process):
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
-server's default synchronous_commit=on, then both with synchronous_commit=off); throughput of
-1, 2 and 4 `runworkflows` processes over 2,000 instances with the claim rate every 2 s; and
+server's default synchronous_commit=on, then both with synchronous_commit=off), with CPU per
+step split into client (instance_create), runner and PostgreSQL (backends' /proc CPU) and round
+trips and statements per step (bench/pgcost.py); throughput of 1, 2 and 4 `runworkflows`
+processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
+beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
 the runner processes and of their PostgreSQL backends (from /proc), steadier than wall time on a
 shared machine. Fleet (issue 13): the claim rate of 4 runners with a concurrency cap set (global
@@ -27,8 +30,8 @@ of idleness, read from /proc/<pid>/stat.
 Commits are counted with pg_stat_database.xact_commit deltas of a database only the measured
 process uses (read-only transactions count too); a run of 0 workflows is subtracted so start-up
 and shutdown costs are left out. Databases: BENCH_DATABASE_URL (default
-postgres://postgres@127.0.0.1:5432/vf_bench_wf), the same server's vf_bench_dbos for DBOS and
-<bench database>_makerun for --only makerun (dropped and created afresh).
+postgres://postgres@127.0.0.1:5432/vf_bench_wf), the same server's <bench database>_dbos for
+DBOS and <bench database>_makerun for --only makerun (dropped and created afresh).
 DBOS is optional (pip install dbos); without it vitalflow's figures are printed alone.
 
 --faults (docs/workflows/faults.md): instances errored while every runner backend is terminated
@@ -55,6 +58,20 @@ def db_url(name: str | None = None, *, async_commit: bool = False) -> str:
     parts = urlsplit(os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL))
     path = f"/{name}" if name else parts.path
     return urlunsplit(parts._replace(path=path, query=ASYNC_OPTIONS if async_commit else ""))
+
+
+def dbos_database() -> str:
+    return urlsplit(db_url()).path.lstrip("/") + "_dbos"
+
+
+def reset_dbos() -> None:
+    """Empty DBOS's workflow tables (once its schema exists), as reset_tables does ours, so
+    neither side runs on the dead rows of earlier runs (this server may not autovacuum)."""
+    import psycopg
+
+    with psycopg.connect(psycopg_url(db_url(dbos_database())), autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0]:
+            conn.execute("TRUNCATE dbos.workflow_status CASCADE")
 
 
 def psycopg_url(url: str) -> str:
@@ -107,56 +124,92 @@ def child_vitalflow(n: int) -> dict:
 
     django.setup()
     from django.conf import settings
+    from django.db import connection
 
+    from bench.pgcost import RoundTrips, cpu_seconds
     from workflows import services
     from workflows.runner import default_owner, run_one
 
     settings.WORKFLOWS_WAKE_TASKS = False
     owner = default_owner()
     tag = os.getpid()
+    connection.ensure_connection()
+    backend = connection.connection.info.backend_pid
+    trips = RoundTrips().install()
+    cpu = {"client": 0.0, "runner": 0.0}
+    backend_before = cpu_seconds(backend)
     started = time.perf_counter()
     for i in range(n):
+        trips.phase, before = "client", time.process_time()
         services.instance_create(workflow_name="noop3", instance_id=f"seq-{tag}-{i}")
+        trips.phase, middle = "runner", time.process_time()
         # One claim runs a no-op workflow to completion; a runner's idle polls are not counted.
         if run_one(owner=owner) != "complete":
             raise RuntimeError("noop3 did not complete in one claim")
-    return {"seconds": time.perf_counter() - started}
+        cpu["client"] += middle - before
+        cpu["runner"] += time.process_time() - middle
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds,
+        "cpu": {**cpu, "postgres": cpu_seconds(backend) - backend_before},
+        "round trips": {p: trips.get(p, "round trips") for p in ("client", "runner")},
+        "statements": {p: trips.get(p, "statements") for p in ("client", "runner")},
+    }
 
 
-def child_dbos(n: int, url: str) -> dict:
+def dbos_noop3():
+    """DBOS's 3-step no-op workflow, registered under fixed names (queue workers look it up)."""
     from dbos import DBOS
 
-    DBOS(config={"name": "vfbench", "system_database_url": url, "run_admin_server": False})
-
-    @DBOS.step()
+    @DBOS.step(name="a")
     def a():
         return 1
 
-    @DBOS.step()
+    @DBOS.step(name="b")
     def b():
         return 2
 
-    @DBOS.step()
+    @DBOS.step(name="c")
     def c():
         return 3
 
-    @DBOS.workflow()
+    @DBOS.workflow(name="noop3")
     def noop3():
         a()
         b()
         return c()
 
+    return noop3
+
+
+def child_dbos(n: int, url: str) -> dict:
+    from dbos import DBOS
+
+    from bench.pgcost import Backends, RoundTrips
+
+    DBOS(config={"name": "vfbench", "system_database_url": url, "run_admin_server": False})
+    noop3 = dbos_noop3()
     DBOS.launch()
+    trips = RoundTrips().install()
+    trips.phase = "runner"
+    backends = Backends(psycopg_url(db_url("postgres")), dbos_database()).start()
+    before = time.process_time()
     started = time.perf_counter()
     for _ in range(n):
         noop3()
     seconds = time.perf_counter() - started
+    cpu = {"client": 0.0, "runner": time.process_time() - before, "postgres": backends.used()}
     DBOS.destroy()
-    return {"seconds": seconds}
+    return {
+        "seconds": seconds,
+        "cpu": cpu,
+        "round trips": {"client": 0, "runner": trips.get("runner", "round trips")},
+        "statements": {"client": 0, "runner": trips.get("runner", "statements")},
+    }
 
 
 def run_child(system: str, n: int, *, async_commit: bool) -> dict:
-    database = "vf_bench_dbos" if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
+    database = dbos_database() if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
     if async_commit:
@@ -180,16 +233,32 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
     except (RuntimeError, FileNotFoundError) as exc:
         print(f"  {system}: could not run ({str(exc).strip().splitlines()[-1]})")
         return None
-    seconds = full["seconds"]
+    seconds, steps = full["seconds"], 3 * n
     figures = {
         "workflows/s": n / seconds,
-        "steps/s": 3 * n / seconds,
-        "commits/step boundary": (full["commits"] - idle["commits"]) / (3 * n),
+        "steps/s": steps / seconds,
+        "commits/step boundary": (full["commits"] - idle["commits"]) / steps,
     }
     print(
         f"  {system:<10} {figures['workflows/s']:8.1f} workflows/s {figures['steps/s']:8.1f} "
         f"steps/s {figures['commits/step boundary']:6.2f} commits/step boundary "
         f"({n} workflows in {seconds:.2f} s)"
+    )
+    if not n:
+        return figures
+    cpu = {part: 1000 * used / steps for part, used in full["cpu"].items()}
+    figures["machine CPU ms/step"] = cpu["runner"] + cpu["postgres"]
+    trips, statements = full["round trips"], full["statements"]
+    # DBOS runs a workflow in its caller: its process CPU is all "runner".
+    print(
+        f"             CPU per step: client {cpu['client']:.2f} ms (create), runner "
+        f"{cpu['runner']:.2f} ms, PostgreSQL {cpu['postgres']:.2f} ms -> runner + PostgreSQL "
+        f"{figures['machine CPU ms/step']:.2f} ms"
+    )
+    print(
+        f"             per step: runner {trips['runner'] / steps:.2f} round trips "
+        f"({statements['runner'] / steps:.2f} statements), client (create) "
+        f"{trips['client'] / steps:.2f} ({statements['client'] / steps:.2f})"
     )
     return figures
 
@@ -221,8 +290,11 @@ def reset_tables() -> None:
     connections.close_all()
 
 
-def start_runners(count: int, *, poll: float, modules: str = UNCAPPED_MODULES) -> list:
+def start_runners(
+    count: int, *, poll: float, modules: str = UNCAPPED_MODULES, threads: int = 1
+) -> list:
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", str(poll)]
+    cmd += ["--concurrency", str(threads)]
     return [
         subprocess.Popen(cmd, cwd=ROOT, env=child_env(modules=modules), stdout=subprocess.DEVNULL)
         for _ in range(count)
@@ -237,10 +309,17 @@ def stop_runners(procs: list[subprocess.Popen]) -> None:
 
 
 def throughput(
-    runners: int, total: int, workflow: str = "noop3", params=None, modules=UNCAPPED_MODULES
-) -> None:
+    runners: int,
+    total: int,
+    workflow: str = "noop3",
+    params=None,
+    modules=UNCAPPED_MODULES,
+    *,
+    threads: int = 1,
+) -> dict:
     """`params(i)` gives instance i's params (the capped runs: which key it belongs to);
-    `modules` is what the runners load (SAMPLE_MODULES: a deployment with capped workflows)."""
+    `modules` is what the runners load (SAMPLE_MODULES: a deployment with capped workflows);
+    `threads` per runner process (runworkflows --concurrency)."""
     import psycopg
     from django.db import connections
 
@@ -258,7 +337,7 @@ def throughput(
         )
     WorkflowTask.objects.update(run_at=None)  # held back until the runners are up
     connections.close_all()
-    procs = start_runners(runners, poll=0.2, modules=modules)
+    procs = start_runners(runners, poll=0.2, modules=modules, threads=threads)
     database = urlsplit(db_url()).path.lstrip("/")
     monitor = psycopg.connect(psycopg_url(db_url()), autocommit=True)
     meter = CpuMeter(monitor, database, procs)
@@ -287,16 +366,97 @@ def throughput(
     time.sleep(0.7)
     used = commits(database) - before - reads
     steps = STEPS_PER_WORKFLOW[workflow]
+    shape = f"{runners} runner(s)" + (f" x {threads} threads" if threads > 1 else "")
     print(
-        f"  {runners} runner(s): {total / seconds:7.1f} workflows/s "
+        f"  {shape}: {total / seconds:7.1f} workflows/s "
         f"{steps * total / seconds:7.1f} steps/s {used / (steps * total):5.2f} commits/step "
         f"boundary ({total} in {seconds:.1f} s)"
     )
     print(
         f"    CPU per workflow: runners {1000 * runner_cpu / total:.2f} ms, their PostgreSQL "
-        f"backends {1000 * backend_cpu / total:.2f} ms"
+        f"backends {1000 * backend_cpu / total:.2f} ms (per step: "
+        f"{1000 * runner_cpu / (steps * total):.2f} ms, {1000 * backend_cpu / (steps * total):.2f} ms)"
     )
     print(f"    claims/s every 2 s: {' '.join(rates)}")
+    return {"steps/s": steps * total / seconds}
+
+
+def child_dbos_worker(url: str) -> None:
+    """A DBOS queue worker: launches, registers the bench queue (which starts it draining)
+    and prints "ready"; runs until killed."""
+    from dbos import DBOS
+
+    DBOS(config={"name": "vfbench", "system_database_url": url, "run_admin_server": False})
+    dbos_noop3()
+    DBOS.launch()
+    DBOS.register_queue(DBOS_QUEUE, polling_interval_sec=DBOS_POLL)
+    print("ready", flush=True)
+    while True:
+        time.sleep(60)
+
+
+DBOS_QUEUE = "vfbench"
+DBOS_POLL = 0.2  # the same poll as the runworkflows processes above
+
+
+def dbos_queue_throughput(total: int) -> dict | None:
+    """DBOS's queue worker (one process) draining `total` noop3 workflows enqueued beforehand
+    with DBOSClient; the same figures as `throughput` prints."""
+    import psycopg
+    from dbos import DBOSClient
+
+    from bench.pgcost import Backends, cpu_seconds
+
+    database = dbos_database()
+    url = psycopg_url(db_url(database))
+    run_child("dbos", 0, async_commit=False)  # the schema exists before the client connects
+    reset_dbos()
+    client = DBOSClient(system_database_url=url, application_name="vfbench")
+    for _ in range(total):
+        client.enqueue({"workflow_name": "noop3", "queue_name": DBOS_QUEUE})
+    client.destroy()
+    cmd = [sys.executable, __file__, "--child", "dbos-worker"]
+    worker = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+    monitor = psycopg.connect(url, autocommit=True)
+
+    def done() -> int:
+        return monitor.execute(
+            "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'"
+        ).fetchone()[0]
+
+    try:
+        for line in worker.stdout:  # DBOS may log to stdout first
+            if line.strip() == "ready":
+                break
+        else:
+            print("  dbos queue worker: did not start")
+            return None
+        backends = Backends(psycopg_url(db_url("postgres")), database).start()
+        worker_cpu, first = cpu_seconds(worker.pid), done()
+        started = time.perf_counter()
+        deadline = started + 600
+        while (finished := done()) < total and time.perf_counter() < deadline:
+            time.sleep(0.25)
+        seconds = time.perf_counter() - started
+        worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        pg_cpu = backends.used()
+    finally:
+        worker.kill()
+        worker.wait()
+        monitor.close()
+    ran, steps = finished - first, 3 * (finished - first)
+    if not ran:
+        print("  dbos queue worker: ran nothing")
+        return None
+    print(
+        f"  dbos queue worker (1 process): {ran / seconds:7.1f} workflows/s "
+        f"{steps / seconds:7.1f} steps/s ({ran} in {seconds:.1f} s, polling every {DBOS_POLL} s)"
+    )
+    print(
+        f"    CPU per step: worker {1000 * worker_cpu / steps:.2f} ms, PostgreSQL "
+        f"{1000 * pg_cpu / steps:.2f} ms"
+    )
+    return {"steps/s": steps / seconds}
 
 
 STEPS_PER_WORKFLOW = {"noop3": 3, "fleet-capped": 2, "fleet-per-user": 1}
@@ -854,7 +1014,9 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres"], help="makerun: one database")
     parser.add_argument("--idle", type=float, default=45.0, help="makerun: idle CPU window, s")
     parser.add_argument("--faults", action="store_true", help="fault figures only")
-    parser.add_argument("--child", choices=["vitalflow", "dbos", "makerun"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=["vitalflow", "dbos", "dbos-worker", "makerun"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -873,14 +1035,17 @@ def main() -> None:
             makerun(db, per_kind, args.idle)
         return
     if args.child == "dbos":
-        url = psycopg_url(db_url("vf_bench_dbos", async_commit=args.async_commit))
+        url = psycopg_url(db_url(dbos_database(), async_commit=args.async_commit))
         print(json.dumps(child_dbos(args.n, url)))
+        return
+    if args.child == "dbos-worker":
+        child_dbos_worker(psycopg_url(db_url(dbos_database())))
         return
 
     sequential_n = 200 if args.quick else 500
     total = 500 if args.quick else 2000
     ensure_database(urlsplit(db_url()).path.lstrip("/"))
-    ensure_database("vf_bench_dbos")
+    ensure_database(dbos_database())
     setup_django()
     reset_tables()
     try:
@@ -895,16 +1060,29 @@ def main() -> None:
         faults()
         return
     for async_commit in (False, True) if args.only in (None, "sequential") else ():
+        reset_tables()
+        reset_dbos()
         mode = "off" if async_commit else "on (server default)"
         print(f"\nSequential 3-step no-op workflows, synchronous_commit={mode}:")
         ours = sequential("vitalflow", sequential_n, async_commit=async_commit)
         theirs = sequential("dbos", sequential_n, async_commit=async_commit) if has_dbos else None
         if ours and theirs:
-            print(f"  vitalflow/DBOS steps/s: {ours['steps/s'] / theirs['steps/s']:.2f}x")
+            print(
+                f"  vitalflow/DBOS steps/s: {ours['steps/s'] / theirs['steps/s']:.2f}x (target 5x); "
+                f"vitalflow runner + PostgreSQL CPU per step {ours['machine CPU ms/step']:.2f} ms "
+                f"(target 0.6 ms), DBOS {theirs['machine CPU ms/step']:.2f} ms"
+            )
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
-        for runners in (1, 2, 4):
-            throughput(runners, total)
+        figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}
+        figures[(2, 4)] = throughput(2, total, threads=4)
+        theirs = dbos_queue_throughput(total) if has_dbos else None
+        for runners, threads in ((2, 1), (2, 4)) if theirs else ():
+            ratio = figures[(runners, threads)]["steps/s"] / theirs["steps/s"]
+            print(
+                f"  {runners} runners x {threads} thread(s) / DBOS queue worker steps/s: "
+                f"{ratio:.2f}x (target 5x)"
+            )
     if args.only in (None, "wake"):
         print("\nWake latency after a 1 s sleep:")
         wake_latency(100 if args.quick else 200)

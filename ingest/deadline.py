@@ -129,7 +129,9 @@ def _watched(seconds: float, fn, args, kwargs):
     if seconds <= 0:
         return fn(*args, **kwargs)
     connection.ensure_connection()  # bounded by DB_CONNECT_TIMEOUT
-    token = _watchdog.arm(seconds, connection.connection.pgconn.socket)
+    with connection.wrap_database_errors:  # a lost connection: Django's OperationalError
+        fd = connection.connection.pgconn.socket
+    token = _watchdog.arm(seconds, fd)
     try:
         return fn(*args, **kwargs)
     except (OperationalError, InterfaceError) as exc:

@@ -114,3 +114,13 @@ def _get(url: str):
         return httpx.get(url, timeout=5)
     except httpx.HTTPError:
         return None
+
+
+def test_web_workers_are_web_concurrency_or_cores_plus_one_as_the_readme_says(monkeypatch):
+    from ops.supervisor import default_web_workers
+
+    assert "`WEB_CONCURRENCY` workers, default cores + 1" in (ROOT / "README.md").read_text()
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    assert default_web_workers() == (os.cpu_count() or 1) + 1
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    assert default_web_workers() == 3

@@ -34,7 +34,7 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import storage_faults
+from workflows.runner import pgwire, storage_faults
 
 VERSION_MISSING_RETRY = timedelta(minutes=1)
 
@@ -63,6 +63,7 @@ class Loaded:
     created_at: datetime
     request_id: str
     code_fingerprint: str = ""  # of the code the run started on; "" = not recorded yet
+    has_parent: bool = False  # a child instance: finishing it wakes its parent
     steps: dict[str, StepState] = field(default_factory=dict)
 
 
@@ -87,7 +88,7 @@ _PG_NEXT = f"""(
         FOR UPDATE SKIP LOCKED
     )"""
 _PG_CLAIM_TEMPLATE = """
-WITH c AS (
+WITH {pick}c AS (
     UPDATE workflow_task
     SET lock_owner = %s, locked_until = {now} + make_interval(secs => %s),
         fencing_token = fencing_token + 1, claims = claims + 1,
@@ -101,14 +102,17 @@ WITH c AS (
     WHERE w.id = c.instance_id AND w.run_number = c.run_number
       AND w.status IN ('active', 'waiting')
     RETURNING w.id, w.workflow_name, w.instance_id, w.version, w.params, w.created_at,
-              w.request_id, w.code_fingerprint
+              w.request_id, w.code_fingerprint, w.parent_id IS NOT NULL AS has_parent
 )
 SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
        i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
-       i.code_fingerprint, c.recovery_attempts
-FROM c LEFT JOIN i ON i.id = c.instance_id
+       i.code_fingerprint, c.recovery_attempts, i.has_parent{extra}
+FROM {source}
 """
-_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(now=DB_NOW, target=_PG_NEXT)
+_CLAIMED = "c LEFT JOIN i ON i.id = c.instance_id"
+_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(
+    pick="", now=DB_NOW, target=_PG_NEXT, extra="", source=_CLAIMED
+)
 
 # Capped deployments: pick (skipping full groups), then recount under the group's lock.
 _FULL_GROUPS = f"""
@@ -129,7 +133,20 @@ _PG_RUNNING = f"""
 SELECT count(*) FROM workflow_task
 WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > {DB_NOW}
 """
-_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(now=DB_NOW, target="%s")  # a row _PG_PICK locked
+# A row _PG_PICK locked, in the caller's transaction.
+_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(
+    pick="", now=DB_NOW, target="%s", extra="", source=_CLAIMED
+)
+# Capped deployments, one statement: pick as _PG_PICK does and claim the row at once when its
+# workflow has no cap. A capped row comes back unclaimed (its concurrency_limit set, c empty)
+# and goes the recount path; most rows of a deployment with one capped workflow are uncapped.
+_PG_PICK_AND_CLAIM_UNCAPPED = _PG_CLAIM_TEMPLATE.format(
+    pick=f"p AS ({_PG_PICK}), ",
+    now=DB_NOW,
+    target="(SELECT id FROM p WHERE concurrency_limit IS NULL)",
+    extra=", p.concurrency_limit",
+    source="p LEFT JOIN c ON c.id = p.id LEFT JOIN i ON i.id = c.instance_id",
+)
 
 _STEP_FIELDS = (
     "pk",
@@ -156,8 +173,10 @@ def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | No
         now = runtime.now()
         until = now + timedelta(seconds=lease_seconds)
         if connection.vendor == "postgresql" and capped:
-            with transaction.atomic():
-                got = _claim_postgres_capped(owner, lease_seconds, now, until)
+            got = _claim_postgres(owner, lease_seconds, now, until, uncapped_pick=True)
+            if got is _CAPPED:
+                with transaction.atomic():
+                    got = _claim_postgres_capped(owner, lease_seconds, now, until)
         elif connection.vendor == "postgresql":
             got = _claim_postgres(owner, lease_seconds, now, until)
         else:
@@ -170,16 +189,28 @@ def claim_next(*, owner: str, lease_seconds: float) -> tuple[Claim, Loaded] | No
     return None
 
 
-def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = None):
+_CAPPED = object()  # the next row is of a capped workflow: claim it under its group's lock
+
+
+def _claim_postgres(
+    owner, lease_seconds, now, until, *, picked: int | None = None, uncapped_pick: bool = False
+):
     db_now = db_now_param(now)
-    with connection.cursor() as cursor:
-        if picked is None:
-            cursor.execute(_PG_CLAIM, [owner, db_now, lease_seconds, db_now, db_now, now, now])
+    with pgwire.cursor() as cursor:
+        if uncapped_pick:
+            params = [db_now, db_now, db_now, owner, db_now, lease_seconds, now, now]
+            cursor.execute(_PG_PICK_AND_CLAIM_UNCAPPED, params, prepare=True)
+        elif picked is None:
+            params = [owner, db_now, lease_seconds, db_now, db_now, now, now]
+            cursor.execute(_PG_CLAIM, params, prepare=True)
         else:
-            cursor.execute(_PG_CLAIM_PICKED, [owner, db_now, lease_seconds, picked, now, now])
+            params = [owner, db_now, lease_seconds, picked, now, now]
+            cursor.execute(_PG_CLAIM_PICKED, params, prepare=True)
         row = cursor.fetchone()
     if row is None:
         return None
+    if uncapped_pick and row[0] is None:  # picked a row of a capped workflow, claimed nothing
+        return _CAPPED
     claim = Claim(*row[:5], owner=owner, lease_seconds=lease_seconds, recovery_attempts=row[13])
     if row[6] is None:  # the instance is paused, terminal or on another run: repair the task
         inst = _instance_row(claim)
@@ -195,6 +226,7 @@ def _claim_postgres(owner, lease_seconds, now, until, *, picked: int | None = No
         created_at=row[10],
         request_id=row[11],
         code_fingerprint=row[12],
+        has_parent=row[14],
     )
     return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
 
@@ -292,6 +324,7 @@ def _claim_cas(owner, lease_seconds, now, until, *, capped: bool = False):
                 created_at=inst["created_at"],
                 request_id=inst["request_id"],
                 code_fingerprint=inst["code_fingerprint"],
+                has_parent=inst["parent_id"] is not None,
             )
             return _finish_load(claim, loaded, first_claim=row[5] == 1, now=now)
     return None
@@ -311,6 +344,7 @@ def _instance_row(claim: Claim) -> dict | None:
             "request_id",
             "started_at",
             "code_fingerprint",
+            "parent_id",
         )
         .first()
     )

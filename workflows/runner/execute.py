@@ -135,8 +135,8 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        self._commit(persist.Finish(_roundtrip(output)))
-        _wake_tasks_for_parent(self.claim)
+        self._commit(persist.Finish(_roundtrip(output), wakes_parent=self.loaded.has_parent))
+        _wake_tasks_for_parent(self.loaded)
         return "complete"
 
     def _check_code(self) -> None:
@@ -178,8 +178,8 @@ class Execution:
 
     def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
-        self._commit(persist.Fail(error))
-        _wake_tasks_for_parent(self.claim)
+        self._commit(persist.Fail(error, wakes_parent=self.loaded.has_parent))
+        _wake_tasks_for_parent(self.loaded)
         return "errored"
 
     def _commit(self, outcome) -> str:
@@ -493,12 +493,11 @@ class Execution:
         )
 
 
-def _wake_tasks_for_parent(claim: Claim) -> None:
+def _wake_tasks_for_parent(loaded: Loaded) -> None:
     """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
     from workflows import tasks
-    from workflows.models import WorkflowInstance
 
-    if WorkflowInstance.objects.filter(pk=claim.instance_pk, parent__isnull=False).exists():
+    if loaded.has_parent:
         tasks.schedule_wake()
 
 

@@ -4,13 +4,21 @@ Each commit first renews the lease with a compare-and-set on the fencing token (
 still be ours and unexpired), then locks the instance row (task before instance, everywhere, so
 services and runners never deadlock) and checks the run number and status. Only then does it
 write the buffered steps, consumed events, logs and step-scoped mutations, and the outcome.
+
+On PostgreSQL, outside any transaction, a boundary that runs no Python inside its transaction
+(no step mutation, no child to spawn, no recheck under the task lock, no trimmed step) is one
+prepared statement in one round trip: the guard and every write as data-modifying CTEs, in
+autocommit, so the statement is its own transaction and a refusing guard aborts all of it
+(see _write_if_proceeding).
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import JSONField
 
 from workflows import runtime
 from workflows.decisions import (
@@ -33,9 +41,9 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import storage_faults
+from workflows.runner import pgwire, storage_faults
 from workflows.runner.claim import DB_NOW, Claim, db_now_param
-from workflows.runner.wake import NOTIFY_SQL
+from workflows.runner.wake import CHANNEL, NOTIFY_SQL
 
 
 @dataclass
@@ -85,11 +93,13 @@ class SuspendTo:
 @dataclass(frozen=True)
 class Finish:
     output: object
+    wakes_parent: bool = True  # False: the instance has no parent (Loaded.has_parent)
 
 
 @dataclass(frozen=True)
 class Fail:
     error: dict
+    wakes_parent: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,11 +129,18 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
 
 def _commit(claim: Claim, pending: Pending, outcome) -> str:
     now = runtime.now()
-    optimistic = connection.vendor == "postgresql" and not (
-        isinstance(outcome, SuspendTo) and outcome.rechecks
-    )
     progress = boundary_progress(
         [state.status for state in pending.steps.values()], continues=isinstance(outcome, Continue)
+    )
+    if _one_round_trip(pending, outcome):
+        statements = _statements(claim, pending, outcome, now, keep_only=False)
+        renews = isinstance(outcome, Continue)  # else the outcome releases or deletes the task
+        if _write_if_proceeding(claim, now, progress, statements, renews=renews):
+            return _committed(pending, PROCEED)
+        # Refused, nothing written: paused, fenced off or lease lost. The path below finds out
+        # which and writes what a paused instance keeps.
+    optimistic = connection.vendor == "postgresql" and not (
+        isinstance(outcome, SuspendTo) and outcome.rechecks
     )
     expected = PROCEED
     for _ in range(3):
@@ -152,12 +169,72 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
                 for fn in pending.spawns:  # a WorkflowError here aborts the whole boundary
                     fn()
             storage_faults.inject("boundary_commit_before")
-        cancelled = list(pending.cancelled_children)
-        pending.clear()
-        if cancelled:
-            _terminate_children(cancelled)
-        return permission
+        return _committed(pending, permission)
     return DISCARD
+
+
+def _committed(pending: Pending, permission: str) -> str:
+    cancelled = list(pending.cancelled_children)
+    pending.clear()
+    if cancelled:
+        _terminate_children(cancelled)
+    return permission
+
+
+def _one_round_trip(pending: Pending, outcome) -> bool:
+    """Can this boundary be one pipeline with no transaction around it (see the module doc)?"""
+    return (
+        connection.vendor == "postgresql"
+        and not pending.mutations
+        and not pending.spawns
+        and not (isinstance(outcome, SuspendTo) and outcome.rechecks)
+        # one statement must not write a step row twice (delete it, upsert it again)
+        and not pending.deleted
+        and pgwire.in_autocommit()
+    )
+
+
+_TERMINATE_SELF = "SELECT pg_terminate_backend(pg_backend_pid())"
+
+
+def _write_if_proceeding(
+    claim: Claim, now: datetime, progress: bool, statements: list, *, renews: bool
+) -> bool:
+    """The guard and the writes as one statement (CTEs: each write one `wN AS (...)`), sent in
+    autocommit, so it is its own transaction; False when the guard refused and nothing was
+    written. The statement ends with _ABORT_UNLESS_OURS: a task that is no longer ours or is
+    paused fails it with division_by_zero, which rolls back every CTE. Writes in one statement
+    share one snapshot, so none may modify a row another modifies: the lease is renewed only
+    when the outcome leaves the task row alone (`renews`), and _statements folds the code
+    fingerprint into the instance's own UPDATE. NOTIFY is no CTE: the last SELECT calls
+    pg_notify, which is delivered on commit like NOTIFY."""
+    db_now = db_now_param(now)
+    ctes, params = [_LOCK_TASK], _lock_params(claim, db_now)
+    if renews:
+        ctes.append(_RENEW_LEASE)
+        params += _renew_params(claim, db_now, progress)
+    wakes = False
+    for sql, values in statements:
+        if values is None:  # the NOTIFY of _wake_runners: pg_notify in the statement instead
+            assert sql == NOTIFY_SQL, sql
+            wakes = True
+            continue
+        ctes.append(f"w{len(ctes)} AS ({sql})")
+        params += values
+    one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
+    with pgwire.cursor() as cursor:
+        try:
+            if not storage_faults.take("boundary_commit_before"):
+                cursor.execute(one, params, prepare=True)  # alone: its own transaction
+                return True
+            # The test hook's "before COMMIT": the backend dies after the writes, before the
+            # pipeline's sync would commit them.
+            with connection.connection.pipeline():
+                cursor.execute(one, params, prepare=True)
+                cursor.execute(_TERMINATE_SELF)
+        except psycopg.errors.DivisionByZero:
+            return False
+    return True
 
 
 def _terminate_children(children: list[dict]) -> None:
@@ -180,7 +257,9 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         for event_pk, step_name in pending.consumed
     ]
     statements += _log_statements(claim, pending.logs)
-    if pending.fingerprint is not None:
+    # An outcome that updates the instance row records the fingerprint in that same UPDATE.
+    folded = not keep_only and isinstance(outcome, SuspendTo | Finish | Fail)
+    if pending.fingerprint is not None and not folded:
         statements.append(
             (
                 "UPDATE workflow_instance SET code_fingerprint = %s WHERE id = %s",
@@ -211,21 +290,51 @@ UPDATE workflow_task SET locked_until = %s,
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
 RETURNING run_at
 """
-# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW).
-_GUARD_PG = f"""
-UPDATE workflow_task SET locked_until = {DB_NOW} + make_interval(secs => %s),
-    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
-WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
-RETURNING run_at
-"""
+# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW). The task
+# row is locked (FOR NO KEY UPDATE) and written only when there is something to write: the
+# lease has less than two thirds left, or progress resets a recovery count that is not 0. Every
+# UPDATE of workflow_task is a new row version with new entries in all its indexes (the capped
+# index's predicate names locked_until, so none is HOT); most boundaries now write none.
+_LOCK_TASK = f"""t AS (
+    SELECT id, run_at, locked_until, recovery_attempts FROM workflow_task
+    WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
+    FOR NO KEY UPDATE
+)"""
+_RENEW_LEASE = f"""renewed AS (
+    UPDATE workflow_task w SET locked_until = {DB_NOW} + make_interval(secs => %s),
+        recovery_attempts = CASE WHEN %s THEN 0 ELSE w.recovery_attempts END
+    FROM t
+    WHERE w.id = t.id AND (
+        t.locked_until < {DB_NOW} + make_interval(secs => %s * 2 / 3) OR (%s AND t.recovery_attempts <> 0)
+    )
+    RETURNING 1
+)"""
+_GUARD_PG = f"WITH {_LOCK_TASK}, {_RENEW_LEASE} SELECT run_at FROM t"
+# The one-statement boundary's end: a task that is no longer ours or is paused (run_at NULL)
+# fails the statement with division_by_zero, so the server rolls back every write in it.
+# count(*) is computed at run time, so the division is never folded into an error at plan time.
+_ABORT_UNLESS_OURS = "SELECT 1 / count(*) FROM t WHERE run_at IS NOT NULL"
+# The same, waking idle runners (runner/wake.py): pg_notify is NOTIFY, sent on commit only.
+_ABORT_AND_WAKE = (
+    f"SELECT 1 / count(*) FROM t, (SELECT pg_notify('{CHANNEL}', '')) AS wake "
+    "WHERE t.run_at IS NOT NULL"
+)
+
+
+def _lock_params(claim: Claim, db_now) -> list:
+    return [claim.task_pk, claim.fencing_token, db_now]
+
+
+def _renew_params(claim: Claim, db_now, progress: bool) -> list:
+    lease = claim.lease_seconds
+    return [db_now, lease, progress, db_now, lease, progress]
 
 
 def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, list]:
     """The guard also resets the run's recovery count when the boundary is progress."""
     if connection.vendor == "postgresql":
         db_now = db_now_param(now)
-        lease = claim.lease_seconds
-        return _GUARD_PG, [db_now, lease, progress, claim.task_pk, claim.fencing_token, db_now]
+        return _GUARD_PG, _lock_params(claim, db_now) + _renew_params(claim, db_now, progress)
     until = _dt(claim.lease_until(now))
     return _GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
 
@@ -293,6 +402,22 @@ def _fields(model, columns) -> dict:
     return {column: by_column[column] for column in columns}
 
 
+def _db_values(fields: dict, values: dict) -> list:
+    """`values` (by column) as the ORM would save them. On PostgreSQL psycopg sends strings,
+    numbers, booleans and aware datetimes as they are and only JSON needs adapting, which
+    skips a dozen field method calls per row on the boundary path."""
+    db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once
+    if db.vendor != "postgresql":
+        return [f.get_db_prep_save(values[column], db) for column, f in fields.items()]
+    row = []
+    for column, model_field in fields.items():
+        value = values[column]
+        if value is not None and isinstance(model_field, JSONField):
+            value = db.ops.adapt_json_value(value, model_field.encoder)
+        row.append(value)
+    return row
+
+
 _STEP_FIELDS = _fields(WorkflowStep, _STEP_COLUMNS)
 _UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:]
@@ -325,9 +450,7 @@ def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) 
             "started_at": state.started_at or now,
             "completed_at": state.completed_at,
         }
-        rows.append(
-            [_STEP_FIELDS[c].get_db_prep_save(values[c], connection) for c in _STEP_COLUMNS]
-        )
+        rows.append(_db_values(_STEP_FIELDS, values))
     if not rows:
         return []
     one = "(" + ", ".join(["%s"] * len(_STEP_COLUMNS)) + ")"
@@ -361,7 +484,7 @@ def _log_statements(claim: Claim, logs: list[dict]) -> list:
     params = []
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
-        params += [_LOG_FIELDS[c].get_db_prep_save(values[c], connection) for c in _LOG_COLUMNS]
+        params += _db_values(_LOG_FIELDS, values)
     one = "(" + ", ".join(["%s"] * len(_LOG_COLUMNS)) + ")"
     sql = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES " + ", ".join(
         [one] * len(logs)
@@ -370,8 +493,10 @@ def _log_statements(claim: Claim, logs: list[dict]) -> list:
 
 
 def _release(claim: Claim, **changes) -> tuple[str, list]:
-    """Give up the lease (optionally setting run_at, kind, priority, wait_event_type)."""
-    sets = ["lock_owner = ''", "locked_until = NULL"]
+    """Give up the lease (optionally setting run_at, kind, priority, wait_event_type). Every
+    release ends a boundary that is progress (a suspension, a requeue, a paused stop), so it
+    resets the recovery count itself: the one-statement boundary does not renew the row too."""
+    sets = ["lock_owner = ''", "locked_until = NULL", "recovery_attempts = 0"]
     params = []
     for column, value in changes.items():
         sets.append(f"{column} = %s")
@@ -383,8 +508,13 @@ def _release(claim: Claim, **changes) -> tuple[str, list]:
 _INSTANCE_FIELDS = _fields(WorkflowInstance, ("output", "error"))
 
 
-def _instance_update(claim: Claim, now: datetime, status: str, **json_fields) -> tuple:
+def _instance_update(
+    claim: Claim, now: datetime, status: str, *, fingerprint: str | None = None, **json_fields
+) -> tuple:
     sets, params = ["status = %s", "updated_at = %s"], [status, _dt(now)]
+    if fingerprint is not None:
+        sets.append("code_fingerprint = %s")
+        params.append(fingerprint)
     if status in (Status.COMPLETE, Status.ERRORED):
         sets.append("completed_at = %s")
         params.append(_dt(now))
@@ -415,19 +545,16 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
             priority=TASK_PRIORITY[kind],
             wait_event_type=task_wait_types(outcome.wait_event_type),
         )
-        return [release, _instance_update(claim, now, Status.WAITING), *_wake_runners()]
-    if isinstance(outcome, Finish):
-        return [
-            delete_task,
-            _instance_update(claim, now, Status.COMPLETE, output=outcome.output),
-            wake_parent(claim.instance_pk, now),
-        ]
-    if isinstance(outcome, Fail):
-        return [
-            delete_task,
-            _instance_update(claim, now, Status.ERRORED, error=outcome.error),
-            wake_parent(claim.instance_pk, now),
-        ]
+        waiting = _instance_update(claim, now, Status.WAITING, fingerprint=pending.fingerprint)
+        return [release, waiting, *_wake_runners()]
+    if isinstance(outcome, Finish | Fail):
+        if isinstance(outcome, Finish):
+            status, ending = Status.COMPLETE, {"output": outcome.output}
+        else:
+            status, ending = Status.ERRORED, {"error": outcome.error}
+        ended = _instance_update(claim, now, status, fingerprint=pending.fingerprint, **ending)
+        parent = [wake_parent(claim.instance_pk, now)] if outcome.wakes_parent else []
+        return [delete_task, ended, *parent]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
         release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])

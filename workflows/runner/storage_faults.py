@@ -81,15 +81,21 @@ _fault_point, _fault_left = _parse_fault_setting(os.environ.get("WORKFLOWS_FAULT
 _fault_lock = threading.Lock()
 
 
-def inject(point: str) -> None:
-    """Break the connection here when the test hook names this point (a no-op otherwise)."""
+def take(point: str) -> bool:
+    """Is the test hook armed at this point? Uses up one of its times when it is."""
     global _fault_left
     if point != _fault_point or connection.vendor != "postgresql":
-        return
+        return False
     with _fault_lock:
         if _fault_left <= 0:
-            return
+            return False
         _fault_left -= 1
     log.warning("fault hook: terminating this runner's backend at %s", point)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    return True
+
+
+def inject(point: str) -> None:
+    """Break the connection here when the test hook names this point (a no-op otherwise)."""
+    if take(point):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")

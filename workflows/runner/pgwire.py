@@ -1,0 +1,39 @@
+"""Plain psycopg cursors on Django's PostgreSQL connection, for the runner's hot statements.
+
+Django's default cursor (psycopg's ClientCursor) interpolates parameters into the SQL text, so
+PostgreSQL parses and plans every claim and boundary statement anew. A plain cursor binds
+parameters on the server and, with `prepare=True`, prepares the statement once per connection.
+Prepared statements of this session use their generic plan (plan_cache_mode): PostgreSQL
+would otherwise plan custom plans again and again for the COALESCE(%s, statement_timestamp())
+clock parameter, and the generic plans walk the same indexes (EXPLAIN EXECUTE shows them).
+Django opens connections with psycopg's preparing disabled (prepare_threshold None), so the
+runner turns it on for statements it marks `prepare=True` only (a threshold nothing reaches);
+Django's own statements are never prepared, so neither setting changes anything else.
+Errors come back as psycopg's own exceptions, not Django's wrappers (storage_faults knows both).
+"""
+
+import weakref
+
+import psycopg
+from django.db import connection
+
+_configured: "weakref.WeakSet[psycopg.Connection]" = weakref.WeakSet()
+_EXPLICIT_ONLY = 2**31 - 1  # executions before psycopg prepares an unmarked statement: never
+
+
+def cursor() -> psycopg.Cursor:
+    """A server-binding cursor on this thread's connection (in its transaction, if any)."""
+    connection.ensure_connection()
+    conn = connection.connection
+    if conn not in _configured:
+        # A session setting, not SET LOCAL: it must outlive the transaction it is sent in.
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.prepare_threshold = _EXPLICIT_ONLY
+        _configured.add(conn)
+    return psycopg.Cursor(conn)
+
+
+def in_autocommit() -> bool:
+    """No transaction is open on this thread's connection: each statement, or each pipeline,
+    is its own transaction."""
+    return not connection.in_atomic_block and connection.get_autocommit()
