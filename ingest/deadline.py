@@ -10,7 +10,7 @@ statement may still have reached the server and commit once it answers again; Te
 then meets the dedup constraint: nothing is lost, nothing is doubled.
 
 The work runs on the request's own thread and connection: arming the watchdog is a dictionary
-entry, where handing the work to a pool thread and back cost about 0.17 ms of CPU per delivery
+entry, where handing the work to a pool thread and back cost 0.12-0.17 ms of CPU per delivery
 (bench/README.md › Webhook). Connecting is bounded by DB_CONNECT_TIMEOUT on its own. PostgreSQL
 only: SQLite is a local file whose slow answers are its own lock timeout.
 """

@@ -67,10 +67,11 @@ class WebhookShortcut:
     """Middleware: a POST to a webhook path goes straight to the webhook view, past the
     middleware listed after this one and the URL resolver. Sessions, CSRF (the view is exempt),
     authentication, messages, clickjacking headers and django-axes have nothing to do for a
-    signed machine-to-machine delivery, and they were about a fifth of its CPU (bench/README.md
-    › Webhook). What the middleware before it does still applies: the request id and its
-    X-Request-ID header, SecurityMiddleware's HTTPS redirect and headers. The Host header is
-    still checked against ALLOWED_HOSTS (CommonMiddleware did it: 400 on a bad one)."""
+    signed machine-to-machine delivery, and with URL resolution they were about a quarter of its
+    CPU (bench/README.md › Webhook). What the middleware before it does still applies: the
+    request id and its X-Request-ID header, SecurityMiddleware's HTTPS redirect and headers.
+    The Host header is still checked against ALLOWED_HOSTS (CommonMiddleware did it: 400 on a
+    bad one)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
