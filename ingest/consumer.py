@@ -796,7 +796,11 @@ def _outcomes_write(outcomes: list[tuple[int, datetime, dict]]) -> int:
     )
     with connection.cursor() as cursor:
         cursor.execute(_outcomes_sql(vendor, len(rows)), params)
-        return cursor.rowcount
+        if cursor.rowcount >= 0:
+            return cursor.rowcount
+        # Python < 3.12's sqlite3 reports -1 for a statement that starts with WITH.
+        cursor.execute("SELECT changes()")
+        return cursor.fetchone()[0]
 
 
 def _traces_write(traces: list[list]) -> None:
