@@ -16,7 +16,16 @@ from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import concurrency, dbclock, decisions, labels, limits, runtime, tasks
+from workflows import (
+    concurrency,
+    create_statement,
+    dbclock,
+    decisions,
+    labels,
+    limits,
+    runtime,
+    tasks,
+)
 from workflows.authoring import registry
 from workflows.errors import (
     IdempotencyConflict,
@@ -185,12 +194,23 @@ def instance_create(
 ) -> WorkflowInstance:
     """Create an instance of the active version, runnable now (one transaction). `priority`
     0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
-    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters."""
+    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters.
+
+    On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
+    active is one statement (workflows.create_statement); when it writes nothing (the pointer
+    moved, the id exists) or does not apply, the ORM path below decides."""
     now = runtime.now()
     limits.check_priority(priority)
+    version = create_statement.known_active(workflow_name)
+    if version is not None and actor is None and request is None and create_statement.applies():
+        instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
+        if create_statement.insert(instance, now):
+            tasks.schedule_wake(notified=True)
+            return instance
     try:
         with transaction.atomic():
             version = workflow_active_version(name=workflow_name)
+            create_statement.remember_active(workflow_name, version)
             instance = _new_instance(
                 workflow_name, version, instance_id, params, now, priority, labels
             )

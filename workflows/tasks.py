@@ -19,13 +19,14 @@ def wake_enabled() -> bool:
     return bool(getattr(settings, "WORKFLOWS_WAKE_TASKS", True))
 
 
-def schedule_wake() -> None:
+def schedule_wake(*, notified: bool = False) -> None:
     """Work became runnable: NOTIFY idle runners (PostgreSQL, delivered at commit;
     runner/wake.py) and enqueue one wake task after the current transaction commits (never
-    for rolled-back work)."""
+    for rolled-back work). `notified`: the caller's own statement called pg_notify."""
     from workflows.runner.wake import notify
 
-    notify()
+    if not notified:
+        notify()
     if wake_enabled():
         transaction.on_commit(_enqueue_wake)
 

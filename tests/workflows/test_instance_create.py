@@ -1,8 +1,9 @@
-"""Creating an instance keeps its rules wherever it runs — the active version (also one an operator or
-another process activated since the last create), a refused duplicate id that writes nothing,
-labels, priority, params, request id and concurrency slot stored, due at once, a NOTIFY and a
-wake task for runners only when something was created, the audit row, and rolling back with an
-outer transaction. Counts, never times."""
+"""Creating an instance (issue 15): on PostgreSQL outside a transaction it is one statement in
+one round trip (workflows.create_statement); on both databases it keeps its rules — the active
+version (also one an operator or another process activated since the last create), a refused
+duplicate id that writes nothing, labels, priority, params, request id and concurrency slot
+stored, due at once, a NOTIFY and a wake task only when something was created, the audit row,
+and rolling back with an outer transaction. Counts, never times."""
 
 import pytest
 from django.db import connection, transaction
@@ -237,7 +238,21 @@ def test_a_wake_task_is_enqueued_after_a_create_and_not_for_a_refused_one(harnes
     assert len(enqueued) == 3
 
 
-# -- PostgreSQL: the runners' notification ------------------------------------
+# -- PostgreSQL: one round trip and the runners' notification ------------------------------------
+
+
+@pytest.mark.postgres_only
+def test_outside_a_transaction_a_create_is_one_statement_in_one_round_trip(harness):
+    from bench.pgcost import RoundTrips
+
+    _create("warm")  # this process learns the active version
+    trips = RoundTrips().install()
+    try:
+        _create("counted", params={"n": 1}, labels={"team": "a"})
+    finally:
+        trips.uninstall()
+    assert (trips.get("-", "statements"), trips.get("-", "round trips")) == (1, 1)
+    assert WorkflowInstanceLabel.objects.get().key == "team"
 
 
 @pytest.mark.postgres_only

@@ -1,0 +1,119 @@
+"""instance_create as one statement: PostgreSQL, outside any transaction (issue 15).
+
+Through the ORM a create is six round trips (BEGIN, read the active version, INSERT the
+instance, INSERT its task, NOTIFY, COMMIT). Here it is one prepared statement sent in
+autocommit, so it is its own transaction: data-modifying CTEs insert the instance, its label
+rows and its first task, and the final SELECT calls pg_notify, delivered on commit like the
+NOTIFY of tasks.schedule_wake (runner/wake.py).
+
+The active version is the one this process last saw active for the workflow (`_seen`, filled by
+services.instance_create's ORM path after workflow_active_version validated it). The statement
+inserts only while the deployment row still says that version, so an activation by an operator
+or another process is never missed; nor is an instance id that already exists (ON CONFLICT DO
+NOTHING). Either way nothing is written, no notification is sent, and `insert` returns None:
+the caller falls back to the ORM path, which reads the pointer again (and creates it on first
+use) or raises InstanceIdAlreadyExists.
+"""
+
+import json
+
+from django.db import connection
+
+from workflows import concurrency
+from workflows.authoring import registry
+from workflows.models import Status, TaskKind, WorkflowInstance, start_priority
+from workflows.runner import pgwire
+from workflows.runner.claim import DB_NOW, db_now_param
+from workflows.runner.wake import CHANNEL
+
+_seen: dict[str, int] = {}  # workflow name -> the active version this process last read
+
+
+def remember_active(name: str, version: int) -> None:
+    _seen[name] = version
+
+
+def applies() -> bool:
+    """PostgreSQL with no transaction open on this thread's connection."""
+    return connection.vendor == "postgresql" and pgwire.in_autocommit()
+
+
+def known_active(name: str) -> int | None:
+    """The version to try, or None (never seen, or no longer registered here): the ORM path."""
+    version = _seen.get(name)
+    if version is None or registry.get(name, version) is None:
+        return None
+    return version
+
+
+# Columns are listed in full: the models' defaults live in Django, not in the tables. The label
+# rows come from two arrays (keys, values) so every create shares one statement text, prepared
+# once per connection. run_at is DB_NOW: the server's clock, as dbclock.due_now gives the ORM
+# path, or the harness's manual time.
+_INSERT = f"""
+WITH d AS (
+    SELECT 1 FROM workflow_deployment WHERE workflow_name = %s AND active_version = %s
+), i AS (
+    INSERT INTO workflow_instance (
+        workflow_name, instance_id, version, status, run_number, params, output, error,
+        request_id, priority, code_fingerprint, labels, parent_id,
+        created_at, updated_at, started_at, completed_at
+    )
+    SELECT %s, %s, %s, '{Status.ACTIVE}', 1, %s::jsonb, NULL, NULL,
+        %s, %s, '', %s::jsonb, NULL,
+        %s, %s, NULL, NULL
+    FROM d
+    ON CONFLICT (workflow_name, instance_id) DO NOTHING
+    RETURNING id
+), l AS (
+    INSERT INTO workflow_instance_label (instance_id, key, value)
+    SELECT i.id, x.key, x.value FROM i, unnest(%s::text[], %s::text[]) AS x(key, value)
+), t AS (
+    INSERT INTO workflow_task (
+        instance_id, run_number, kind, priority, run_at, wait_event_type, lock_owner,
+        locked_until, fencing_token, claims, recovery_attempts,
+        concurrency_group, concurrency_limit, created_at
+    )
+    SELECT i.id, 1, '{TaskKind.START}', %s, {DB_NOW}, '', '',
+        NULL, 0, 0, 0,
+        %s, %s, %s
+    FROM i
+)
+SELECT i.id, pg_notify('{CHANNEL}', '') FROM i
+"""
+
+
+def insert(instance: WorkflowInstance, now) -> bool:
+    """Insert `instance` (validated, unsaved, of the version known_active gave) with its labels
+    and first task in one round trip; True and its pk set, or False with nothing written."""
+    slot = concurrency.task_fields(instance.workflow_name, instance.version, instance.params)
+    name = instance.workflow_name
+    params = [
+        name,
+        instance.version,
+        name,
+        instance.instance_id,
+        instance.version,
+        None if instance.params is None else json.dumps(instance.params),
+        instance.request_id,
+        instance.priority,
+        json.dumps(instance.labels),
+        now,
+        now,
+        list(instance.labels),
+        list(instance.labels.values()),
+        start_priority(instance.priority),
+        db_now_param(now),
+        slot["concurrency_group"],
+        slot["concurrency_limit"],
+        now,
+    ]
+    with connection.wrap_database_errors, pgwire.cursor() as cursor:
+        cursor.execute(_INSERT, params, prepare=True)  # alone: its own transaction
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    instance.pk = row[0]
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return True
