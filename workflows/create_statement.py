@@ -10,7 +10,7 @@ The active version is the one this process last saw active for the workflow (`_s
 services.instance_create's ORM path after workflow_active_version validated it). The statement
 inserts only while the deployment row still says that version, so an activation by an operator
 or another process is never missed; nor is an instance id that already exists (ON CONFLICT DO
-NOTHING). Either way nothing is written, no notification is sent, and `insert` returns None:
+NOTHING). Either way nothing is written, no notification is sent, and `insert` returns False:
 the caller falls back to the ORM path, which reads the pointer again (and creates it on first
 use) or raises InstanceIdAlreadyExists.
 """
