@@ -103,7 +103,12 @@ class WorkflowInstance(models.Model):
     labels = models.JSONField(default=dict, blank=True)
     # Set for an instance created by step.run_workflow: the parent's completion-wake target.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+        db_index=False,  # workflow_inst_parent: partial, most instances have no parent
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -143,6 +148,11 @@ class WorkflowInstance(models.Model):
                 name="workflow_inst_errored",
                 condition=Q(status="errored"),
             ),
+            # Children of a parent (composition). Partial: inserting a top-level instance, the
+            # common case, writes no entry here.
+            models.Index(
+                fields=["parent"], name="workflow_inst_parent", condition=Q(parent__isnull=False)
+            ),
         ]
 
     def __str__(self):
@@ -175,7 +185,10 @@ class WorkflowInstanceLabel(models.Model):
 class WorkflowStep(models.Model):
     """One step of one run: the replay cache (result/error) plus what the step is doing now."""
 
-    instance = models.ForeignKey(WorkflowInstance, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: workflow_step_unique_name leads with instance_id.
+    instance = models.ForeignKey(
+        WorkflowInstance, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     run_number = models.PositiveIntegerField()
     name = models.CharField(max_length=256)
     type = models.CharField(max_length=16, choices=StepType.choices)
@@ -288,7 +301,10 @@ class LogLevel(models.TextChoices):
 
 
 class WorkflowLog(models.Model):
-    instance = models.ForeignKey(WorkflowInstance, on_delete=models.CASCADE, related_name="logs")
+    # No index of its own: workflow_log_run leads with instance_id.
+    instance = models.ForeignKey(
+        WorkflowInstance, on_delete=models.CASCADE, related_name="logs", db_index=False
+    )
     run_number = models.PositiveIntegerField()
     level = models.CharField(max_length=8, choices=LogLevel.choices)
     category = models.CharField(max_length=64, default="workflow")  # "system" = the engine

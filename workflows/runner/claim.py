@@ -87,6 +87,11 @@ _PG_NEXT = f"""(
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     )"""
+# The claim commits without waiting for its WAL flush (synchronous_commit off for this one
+# transaction): no step runs before the run's first boundary, whose synchronous commit flushes
+# the WAL up to and past the claim, so a claim a server crash could lose is one nothing acted
+# on yet. The instance row keeps updated_at unless its status flips: with no indexed column
+# changed the UPDATE is HOT (no new entries in the instance's indexes).
 _PG_CLAIM_TEMPLATE = """
 WITH {pick}c AS (
     UPDATE workflow_task
@@ -97,7 +102,8 @@ WITH {pick}c AS (
     RETURNING id, instance_id, run_number, fencing_token, kind, claims, recovery_attempts
 ), i AS (
     UPDATE workflow_instance w
-    SET status = 'active', started_at = COALESCE(w.started_at, %s), updated_at = %s
+    SET status = 'active', started_at = COALESCE(w.started_at, %s),
+        updated_at = CASE WHEN w.status = 'active' THEN w.updated_at ELSE %s END
     FROM c
     WHERE w.id = c.instance_id AND w.run_number = c.run_number
       AND w.status IN ('active', 'waiting')
@@ -106,7 +112,8 @@ WITH {pick}c AS (
 )
 SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
        i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
-       i.code_fingerprint, c.recovery_attempts, i.has_parent{extra}
+       i.code_fingerprint, c.recovery_attempts, i.has_parent{extra},
+       set_config('synchronous_commit', 'off', true)
 FROM {source}
 """
 _CLAIMED = "c LEFT JOIN i ON i.id = c.instance_id"
