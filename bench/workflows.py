@@ -10,7 +10,9 @@ Prints, for sequential 3-step no-op workflows (create + run, one after another, 
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
 server's default synchronous_commit=on, then both with synchronous_commit=off), with CPU per
 step split into client (instance_create), runner and PostgreSQL (backends' /proc CPU) and round
-trips and statements per step (bench/pgcost.py); throughput of 1, 2 and 4 `runworkflows`
+trips and statements per step (bench/pgcost.py), the same CPU per step boundary, and the commit
+floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run: the
+steps/s that commit waits alone allow); throughput of 1, 2 and 4 `runworkflows`
 processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
@@ -261,6 +263,52 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         f"{trips['client'] / steps:.2f} ({statements['client'] / steps:.2f})"
     )
     return figures
+
+
+# A 3-step run waits on 5 synchronous commits: its creation, the boundary before each step
+# (which also makes the previous step's result durable) and its completion; the claim's commit
+# is asynchronous (workflows.runner.claim). Boundaries per run: 3 before steps + completion.
+SYNC_COMMITS_PER_RUN = 5
+BOUNDARIES_PER_RUN = 4
+
+
+def commit_round_trip_ms(count: int = 300) -> float:
+    """Median wall time of a one-row INSERT committed in autocommit on the bench database: the
+    least a synchronous commit of this server costs, round trip and WAL flush included."""
+    import statistics
+
+    import psycopg
+
+    with psycopg.connect(psycopg_url(db_url()), autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_commit (id bigserial PRIMARY KEY)")
+        times = []
+        for _ in range(count):
+            started = time.perf_counter()
+            conn.execute("INSERT INTO bench_commit DEFAULT VALUES")
+            times.append(time.perf_counter() - started)
+        conn.execute("DROP TABLE bench_commit")
+    return 1000 * statistics.median(times)
+
+
+def commit_floor(ours: dict, theirs: dict | None) -> None:
+    """How far commit waits alone let a sequential run go, and the CPU per step boundary."""
+    commit_ms = commit_round_trip_ms()
+    run_ms = SYNC_COMMITS_PER_RUN * commit_ms
+    ceiling = 3 * 1000 / run_ms
+    versus = f" = {ceiling / theirs['steps/s']:.2f}x DBOS's figure" if theirs else ""
+    per_boundary = ours["machine CPU ms/step"] * 3 / BOUNDARIES_PER_RUN
+    print(
+        f"  commit floor: one INSERT + COMMIT round trip {commit_ms:.3f} ms (median of 300); "
+        f"{SYNC_COMMITS_PER_RUN} synchronous commits per 3-step run -> at most {ceiling:.0f} "
+        f"steps/s from commit waits alone, with no CPU at all{versus}"
+    )
+    wall = 1000 / ours["steps/s"]
+    print(
+        f"  wall per step {wall:.2f} ms = commit waits {run_ms / 3:.2f} ms + "
+        f"{wall - run_ms / 3:.2f} ms of CPU (client, runner, PostgreSQL) and round trips; "
+        f"per step boundary ({BOUNDARIES_PER_RUN} per 3-step run): runner + PostgreSQL "
+        f"{per_boundary:.2f} ms"
+    )
 
 
 # -- runner processes ----------------------------------------------------------------------------
@@ -1072,6 +1120,8 @@ def main() -> None:
                 f"vitalflow runner + PostgreSQL CPU per step {ours['machine CPU ms/step']:.2f} ms "
                 f"(target 0.6 ms), DBOS {theirs['machine CPU ms/step']:.2f} ms"
             )
+        if ours and not async_commit:
+            commit_floor(ours, theirs)
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
         figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}

@@ -1,9 +1,9 @@
 """Optional OpenTelemetry spans (the `otel` extra: pip install 'vitalflow[otel]').
 
-When `opentelemetry-api` is importable, `span()` opens a span on the tracer "vitalflow"; it
-records only once the application configured an SDK TracerProvider (the API alone answers
-non-recording spans). Without the package nothing is imported and every helper is a no-op
-returning None, so callers never check. The only probe is one `find_spec` per process.
+When `opentelemetry-api` is importable and the application configured a TracerProvider (an
+SDK), `span()` opens a span on the tracer "vitalflow"; with the API alone there is nothing to
+record and `span()` yields None, as without the package (nothing is imported then). Every
+helper takes None, so callers never check. The only probe is one `find_spec` per process.
 
 Spans (names and attributes are the contract operators build dashboards on):
 - `workflow.run` (workflows.runner.run_one): workflow, instance id, run number, version, outcome.
@@ -37,7 +37,23 @@ def _otel():
 
 
 def enabled() -> bool:
-    return _otel() is not None
+    """Whether spans would record: the API is installed and a real TracerProvider is set."""
+    return _recording() is not None
+
+
+def _recording():
+    """The API modules when an application configured a TracerProvider, else None. The API's
+    default provider answers non-recording spans that export nothing yet cost tens of
+    microseconds each (context attach and detach); the runner opens several per run."""
+    api = _otel()
+    if api is None:
+        return None
+    trace = api[0]
+    if isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    ):
+        return None
+    return api
 
 
 @contextmanager
@@ -45,7 +61,7 @@ def span(name: str, attributes: dict | None = None, *, links=(), server: bool = 
     """A span around the block (None without the extra). Exceptions are not recorded as errors
     by themselves: the engine unwinds suspended runs with an exception, so callers set the
     outcome attribute and, for real failures, `fail()`."""
-    api = _otel()
+    api = _recording()
     if api is None:
         yield None
         return

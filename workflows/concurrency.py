@@ -35,13 +35,22 @@ def task_fields(workflow_name: str, version: int, params) -> dict:
     return {"concurrency_group": group[:GROUP_MAX], "concurrency_limit": definition.concurrency}
 
 
+_capped_at: tuple[int, bool] | None = None  # (registry generation, answer)
+
+
 def any_capped() -> bool:
-    """Whether this deployment's code caps any workflow (else the claim skips the slot count)."""
-    return any(
-        registry.get(name, version).concurrency is not None
-        for name in registry.names()
-        for version in registry.versions(name)
-    )
+    """Whether this deployment's code caps any workflow (else the claim skips the slot count).
+    Asked before every claim, so the answer is kept until the registry changes."""
+    global _capped_at
+    generation = registry.generation
+    if _capped_at is None or _capped_at[0] != generation:
+        capped = any(
+            registry.get(name, version).concurrency is not None
+            for name in registry.names()
+            for version in registry.versions(name)
+        )
+        _capped_at = (generation, capped)
+    return _capped_at[1]
 
 
 def split_group(group: str) -> tuple[str, str | None]:

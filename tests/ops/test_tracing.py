@@ -198,3 +198,29 @@ def test_without_the_extra_nothing_is_imported_and_spans_are_no_ops():
         "links": [],
         "imported": [],
     }
+
+
+CHECK_NO_PROVIDER = """
+import json
+import django
+django.setup()
+from ops import tracing
+with tracing.span("x", {"a": 1}) as span:
+    tracing.set_attributes(span, {"b": 2})
+print(json.dumps({"enabled": tracing.enabled(), "span": span and type(span).__name__}))
+"""
+
+
+def test_with_the_api_but_no_sdk_configured_spans_cost_nothing():
+    """The API alone would answer non-recording spans that export nothing: the runner opens
+    several per run, so span() yields None until an application sets a TracerProvider."""
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK_NO_PROVIDER],
+        cwd=ROOT,
+        env={"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"enabled": False, "span": None}

@@ -15,7 +15,7 @@ Errors come back as psycopg's own exceptions, not Django's wrappers (storage_fau
 import weakref
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 _configured: "weakref.WeakSet[psycopg.Connection]" = weakref.WeakSet()
 _EXPLICIT_ONLY = 2**31 - 1  # executions before psycopg prepares an unmarked statement: never
@@ -23,8 +23,9 @@ _EXPLICIT_ONLY = 2**31 - 1  # executions before psycopg prepares an unmarked sta
 
 def cursor() -> psycopg.Cursor:
     """A server-binding cursor on this thread's connection (in its transaction, if any)."""
-    connection.ensure_connection()
-    conn = connection.connection
+    db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
+    db.ensure_connection()
+    conn = db.connection
     if conn not in _configured:
         # A session setting, not SET LOCAL: it must outlive the transaction it is sent in.
         conn.execute("SET plan_cache_mode = force_generic_plan")
@@ -36,4 +37,5 @@ def cursor() -> psycopg.Cursor:
 def in_autocommit() -> bool:
     """No transaction is open on this thread's connection: each statement, or each pipeline,
     is its own transaction."""
-    return not connection.in_atomic_block and connection.get_autocommit()
+    db = connections[DEFAULT_DB_ALIAS]
+    return not db.in_atomic_block and db.get_autocommit()
