@@ -181,9 +181,11 @@ print(json.dumps({
 """
 
 
-def test_without_the_extra_nothing_is_imported_and_spans_are_no_ops():
+def run_check(script: str) -> dict:
+    """Run `script` in a fresh interpreter (its own imports, no provider set by this session)
+    and return the JSON object its last line prints."""
     out = subprocess.run(
-        [sys.executable, "-c", CHECK_ABSENT],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env={"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -191,7 +193,11 @@ def test_without_the_extra_nothing_is_imported_and_spans_are_no_ops():
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_without_the_extra_nothing_is_imported_and_spans_are_no_ops():
+    assert run_check(CHECK_ABSENT) == {
         "enabled": False,
         "span": None,
         "traceparent": "",
@@ -214,13 +220,4 @@ print(json.dumps({"enabled": tracing.enabled(), "span": span and type(span).__na
 def test_with_the_api_but_no_sdk_configured_spans_cost_nothing():
     """The API alone would answer non-recording spans that export nothing: the runner opens
     several per run, so span() yields None until an application sets a TracerProvider."""
-    out = subprocess.run(
-        [sys.executable, "-c", CHECK_NO_PROVIDER],
-        cwd=ROOT,
-        env={"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"enabled": False, "span": None}
+    assert run_check(CHECK_NO_PROVIDER) == {"enabled": False, "span": None}
