@@ -6,7 +6,8 @@ COMMIT or ROLLBACK is one, a pipeline is one per sync however many statements it
 DBOS Transact talks to PostgreSQL through psycopg too, so the same counter measures both.
 
 CPU is read from /proc: a process's utime + stime, and PostgreSQL backends' by their pids
-(the server runs on this machine); clock ticks, so measure many units and divide.
+(the server runs on this machine); clock ticks, so measure many units and divide. One
+statement's share of its backend's CPU is read from /proc/<pid>/schedstat (nanoseconds).
 """
 
 import collections
@@ -26,6 +27,49 @@ def cpu_seconds(pid: int) -> float:
     except (FileNotFoundError, ProcessLookupError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def on_cpu_ns(pid: int) -> int:
+    """Nanoseconds `pid` has run on a CPU (kernel time included); 0 if it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+
+
+class StatementCosts:
+    """The backend CPU and wall time of each statement this process sends with a psycopg cursor
+    (its own backend's, so the server must run on this machine), in the order sent: `take()`
+    returns those since the last take, as (backend CPU ns, wall s) pairs."""
+
+    def __init__(self):
+        self._execute = None
+        self._taken: list[tuple[int, float]] = []
+
+    def install(self) -> "StatementCosts":
+        import time
+
+        original = self._execute = psycopg.Cursor.execute
+        taken = self._taken
+
+        def execute(cursor, query, params=None, **kwargs):
+            pid = cursor.connection.info.backend_pid
+            cpu, started = on_cpu_ns(pid), time.perf_counter()
+            try:
+                return original(cursor, query, params, **kwargs)
+            finally:
+                taken.append((on_cpu_ns(pid) - cpu, time.perf_counter() - started))
+
+        psycopg.Cursor.execute = execute
+        return self
+
+    def uninstall(self) -> None:
+        psycopg.Cursor.execute = self._execute
+
+    def take(self) -> list[tuple[int, float]]:
+        taken = list(self._taken)
+        self._taken.clear()
+        return taken
 
 
 class Backends:

@@ -10,9 +10,11 @@ Prints, for sequential 3-step no-op workflows (create + run, one after another, 
 workflows/s, steps/s and commits per step boundary for vitalflow and DBOS (both with the
 server's default synchronous_commit=on, then both with synchronous_commit=off), with CPU per
 step split into client (instance_create), runner and PostgreSQL (backends' /proc CPU) and round
-trips and statements per step (bench/pgcost.py), the same CPU per step boundary, and the commit
-floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run: the
-steps/s that commit waits alone allow); throughput of 1, 2 and 4 `runworkflows`
+trips and statements per step (bench/pgcost.py), PostgreSQL CPU and wall time of each of a
+run's statements (create, claim, the 4 boundaries; a separate run of half as many workflows,
+since timing each statement costs the runner CPU), the same CPU per step boundary, and the
+commit floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run:
+the steps/s that commit waits alone allow, and the CPU PostgreSQL spends on that INSERT); throughput of 1, 2 and 4 `runworkflows`
 processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
@@ -121,14 +123,26 @@ def child_env(*, async_commit: bool = False, modules: str = SAMPLE_MODULES) -> d
 # -- children: one measured process each, so its commits can be counted alone --------------------
 
 
-def child_vitalflow(n: int) -> dict:
+# The statements of one noop3 run in the order the runner sends them (workflows.runner).
+RUN_STATEMENTS = (
+    "claim",
+    "boundary before step 1",
+    "boundary between steps",
+    "boundary between steps",
+    "completion boundary",
+)
+
+
+def child_vitalflow(n: int, *, per_statement: bool = False) -> dict:
+    """`per_statement`: also time each statement (two /proc reads each, which the runner's CPU
+    would include, so the bench runs it as a separate, smaller child)."""
     import django
 
     django.setup()
     from django.conf import settings
     from django.db import connection
 
-    from bench.pgcost import RoundTrips, cpu_seconds
+    from bench.pgcost import RoundTrips, StatementCosts, cpu_seconds
     from workflows import services
     from workflows.runner import default_owner, run_one
 
@@ -138,6 +152,8 @@ def child_vitalflow(n: int) -> dict:
     connection.ensure_connection()
     backend = connection.connection.info.backend_pid
     trips = RoundTrips().install()
+    costs = StatementCosts().install() if per_statement else None
+    statements = {}  # name -> [count, backend CPU ns, wall s]
     cpu = {"client": 0.0, "runner": 0.0}
     backend_before = cpu_seconds(backend)
     started = time.perf_counter()
@@ -150,12 +166,20 @@ def child_vitalflow(n: int) -> dict:
             raise RuntimeError("noop3 did not complete in one claim")
         cpu["client"] += middle - before
         cpu["runner"] += time.process_time() - middle
+        sent = costs.take() if costs else []
+        # Runs that sent other statements (the first create of a process reads the deployment
+        # through the ORM) are left out of the table.
+        if len(sent) == 1 + len(RUN_STATEMENTS):
+            for name, (ns, wall) in zip(("create", *RUN_STATEMENTS), sent, strict=True):
+                entry = statements.setdefault(name, [0, 0, 0.0])
+                entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + ns, entry[2] + wall
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
         "cpu": {**cpu, "postgres": cpu_seconds(backend) - backend_before},
         "round trips": {p: trips.get(p, "round trips") for p in ("client", "runner")},
         "statements": {p: trips.get(p, "statements") for p in ("client", "runner")},
+        "per statement": statements,
     }
 
 
@@ -210,12 +234,14 @@ def child_dbos(n: int, url: str) -> dict:
     }
 
 
-def run_child(system: str, n: int, *, async_commit: bool) -> dict:
+def run_child(system: str, n: int, *, async_commit: bool, per_statement: bool = False) -> dict:
     database = dbos_database() if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
     if async_commit:
         cmd.append("--async-commit")
+    if per_statement:
+        cmd.append("--per-statement")
     out = subprocess.run(
         cmd, cwd=ROOT, env=child_env(async_commit=async_commit), capture_output=True, text=True
     )
@@ -262,6 +288,13 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         f"({statements['runner'] / steps:.2f} statements), client (create) "
         f"{trips['client'] / steps:.2f} ({statements['client'] / steps:.2f})"
     )
+    if system == "vitalflow":
+        timed = run_child(system, n // 2, async_commit=async_commit, per_statement=True)
+        for name, (count, ns, wall) in timed["per statement"].items():
+            print(
+                f"             {name:<24} PostgreSQL CPU {ns / count / 1000:4.0f} us, wall "
+                f"{1e6 * wall / count:5.0f} us per statement (separate run, {count} workflows)"
+            )
     return figures
 
 
@@ -272,33 +305,39 @@ SYNC_COMMITS_PER_RUN = 5
 BOUNDARIES_PER_RUN = 4
 
 
-def commit_round_trip_ms(count: int = 300) -> float:
-    """Median wall time of a one-row INSERT committed in autocommit on the bench database: the
-    least a synchronous commit of this server costs, round trip and WAL flush included."""
+def commit_round_trip(count: int = 300) -> tuple[float, float]:
+    """Median wall time (ms) of a one-row INSERT committed in autocommit on the bench database,
+    the least a synchronous commit of this server costs, round trip and WAL flush included; and
+    the mean CPU (us) its backend spent on one."""
     import statistics
 
     import psycopg
 
+    from bench.pgcost import on_cpu_ns
+
     with psycopg.connect(psycopg_url(db_url()), autocommit=True) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS bench_commit (id bigserial PRIMARY KEY)")
-        times = []
+        times, backend = [], conn.info.backend_pid
+        cpu = on_cpu_ns(backend)
         for _ in range(count):
             started = time.perf_counter()
             conn.execute("INSERT INTO bench_commit DEFAULT VALUES")
             times.append(time.perf_counter() - started)
+        cpu = on_cpu_ns(backend) - cpu
         conn.execute("DROP TABLE bench_commit")
-    return 1000 * statistics.median(times)
+    return 1000 * statistics.median(times), cpu / count / 1000
 
 
 def commit_floor(ours: dict, theirs: dict | None) -> None:
     """How far commit waits alone let a sequential run go, and the CPU per step boundary."""
-    commit_ms = commit_round_trip_ms()
+    commit_ms, commit_cpu_us = commit_round_trip()
     run_ms = SYNC_COMMITS_PER_RUN * commit_ms
     ceiling = 3 * 1000 / run_ms
     versus = f" = {ceiling / theirs['steps/s']:.2f}x DBOS's figure" if theirs else ""
     per_boundary = ours["machine CPU ms/step"] * 3 / BOUNDARIES_PER_RUN
     print(
-        f"  commit floor: one INSERT + COMMIT round trip {commit_ms:.3f} ms (median of 300); "
+        f"  commit floor: one INSERT + COMMIT round trip {commit_ms:.3f} ms (median of 300; "
+        f"PostgreSQL CPU {commit_cpu_us:.0f} us); "
         f"{SYNC_COMMITS_PER_RUN} synchronous commits per 3-step run -> at most {ceiling:.0f} "
         f"steps/s from commit waits alone, with no CPU at all{versus}"
     )
@@ -1067,10 +1106,11 @@ def main() -> None:
     )
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--per-statement", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "vitalflow":
         sys.path.insert(0, str(ROOT))
-        print(json.dumps(child_vitalflow(args.n)))
+        print(json.dumps(child_vitalflow(args.n, per_statement=args.per_statement)))
         return
     if args.child == "makerun":
         sys.path.insert(0, str(ROOT))

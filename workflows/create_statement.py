@@ -108,7 +108,8 @@ def insert(instance: WorkflowInstance, now) -> bool:
         slot["concurrency_limit"],
         now,
     ]
-    with connection.wrap_database_errors, pgwire.cursor() as cursor:
+    cursor = pgwire.cursor()
+    with connection.wrap_database_errors:
         cursor.execute(_INSERT, params, prepare=True)  # alone: its own transaction
         row = cursor.fetchone()
     if row is None:

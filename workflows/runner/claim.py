@@ -203,17 +203,17 @@ def _claim_postgres(
     owner, lease_seconds, now, until, *, picked: int | None = None, uncapped_pick: bool = False
 ):
     db_now = db_now_param(now)
-    with pgwire.cursor() as cursor:
-        if uncapped_pick:
-            params = [db_now, db_now, db_now, owner, db_now, lease_seconds, now, now]
-            cursor.execute(_PG_PICK_AND_CLAIM_UNCAPPED, params, prepare=True)
-        elif picked is None:
-            params = [owner, db_now, lease_seconds, db_now, db_now, now, now]
-            cursor.execute(_PG_CLAIM, params, prepare=True)
-        else:
-            params = [owner, db_now, lease_seconds, picked, now, now]
-            cursor.execute(_PG_CLAIM_PICKED, params, prepare=True)
-        row = cursor.fetchone()
+    cursor = pgwire.cursor()
+    if uncapped_pick:
+        params = [db_now, db_now, db_now, owner, db_now, lease_seconds, now, now]
+        cursor.execute(_PG_PICK_AND_CLAIM_UNCAPPED, params, prepare=True)
+    elif picked is None:
+        params = [owner, db_now, lease_seconds, db_now, db_now, now, now]
+        cursor.execute(_PG_CLAIM, params, prepare=True)
+    else:
+        params = [owner, db_now, lease_seconds, picked, now, now]
+        cursor.execute(_PG_CLAIM_PICKED, params, prepare=True)
+    row = cursor.fetchone()
     if row is None:
         return None
     if uncapped_pick and row[0] is None:  # picked a row of a capped workflow, claimed nothing

@@ -222,18 +222,18 @@ def _write_if_proceeding(
         ctes.append(f"w{len(ctes)} AS ({sql})")
         params += values
     one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
-    with pgwire.cursor() as cursor:
-        try:
-            if not storage_faults.take("boundary_commit_before"):
-                cursor.execute(one, params, prepare=True)  # alone: its own transaction
-                return True
-            # The test hook's "before COMMIT": the backend dies after the writes, before the
-            # pipeline's sync would commit them.
-            with connection.connection.pipeline():
-                cursor.execute(one, params, prepare=True)
-                cursor.execute(_TERMINATE_SELF)
-        except psycopg.errors.DivisionByZero:
-            return False
+    cursor = pgwire.cursor()
+    try:
+        if not storage_faults.take("boundary_commit_before"):
+            cursor.execute(one, params, prepare=True)  # alone: its own transaction
+            return True
+        # The test hook's "before COMMIT": the backend dies after the writes, before the
+        # pipeline's sync would commit them.
+        with connection.connection.pipeline():
+            cursor.execute(one, params, prepare=True)
+            cursor.execute(_TERMINATE_SELF)
+    except psycopg.errors.DivisionByZero:
+        return False
     return True
 
 

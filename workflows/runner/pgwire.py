@@ -12,26 +12,29 @@ Django's own statements are never prepared, so neither setting changes anything 
 Errors come back as psycopg's own exceptions, not Django's wrappers (storage_faults knows both).
 """
 
-import weakref
-
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 
-_configured: "weakref.WeakSet[psycopg.Connection]" = weakref.WeakSet()
+_KEPT = "_vitalflow_cursor"
 _EXPLICIT_ONLY = 2**31 - 1  # executions before psycopg prepares an unmarked statement: never
 
 
 def cursor() -> psycopg.Cursor:
-    """A server-binding cursor on this thread's connection (in its transaction, if any)."""
+    """The server-binding cursor of this thread's connection (in its transaction, if any).
+
+    One per connection, kept open and never closed by callers: a cursor's adapters cache the
+    dumper of each parameter type, and a new cursor per statement looked them all up again."""
     db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
     db.ensure_connection()
     conn = db.connection
-    if conn not in _configured:
+    kept = getattr(conn, _KEPT, None)
+    if kept is None:
         # A session setting, not SET LOCAL: it must outlive the transaction it is sent in.
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.prepare_threshold = _EXPLICIT_ONLY
-        _configured.add(conn)
-    return psycopg.Cursor(conn)
+        kept = psycopg.Cursor(conn)
+        setattr(conn, _KEPT, kept)  # on the connection: a new connection gets a new cursor
+    return kept
 
 
 def in_autocommit() -> bool:
