@@ -108,9 +108,9 @@ def insert(instance: WorkflowInstance, now) -> bool:
         slot["concurrency_limit"],
         now,
     ]
-    cursor = pgwire.cursor()
+    sql, cursor = pgwire.statement(_INSERT)
     with connection.wrap_database_errors:
-        cursor.execute(_INSERT, params, prepare=True)  # alone: its own transaction
+        cursor.execute(sql, params, prepare=True)  # alone: its own transaction
         row = cursor.fetchone()
     if row is None:
         return False

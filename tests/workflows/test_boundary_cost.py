@@ -129,3 +129,41 @@ def test_a_suspension_notifies_idle_runners_on_commit(settings):
         assert _row("z").status == "waiting"
         heard = list(listener.notifies(timeout=5, stop_after=1))
     assert [n.channel for n in heard] == [CHANNEL]
+
+
+def test_one_statement_text_is_one_query_object_on_one_kept_cursor():
+    sql, cursor = pgwire.statement("SELECT %s::int + 1")
+    again, same = pgwire.statement("".join(["SELECT %s::int", " + 1"]))  # equal text, new str
+    other, different = pgwire.statement("SELECT %s::text")
+    assert again is sql and same is cursor
+    assert different is not cursor
+    for value in (1, 41):  # executed again, the same object keeps psycopg's adapters
+        cursor.execute(sql, [value], prepare=True)
+        assert cursor.fetchone() == (value + 1,)
+    different.execute(other, ["x"], prepare=True)
+    assert different.fetchone() == ("x",)
+
+
+def test_statement_texts_past_the_bound_forget_the_oldest_and_still_run():
+    first, first_cursor = pgwire.statement("SELECT 0")
+    for n in range(1, 150):  # boundaries with ever more rows would make new texts forever
+        sql, cursor = pgwire.statement(f"SELECT {n}")
+        cursor.execute(sql, prepare=True)
+        assert cursor.fetchone() == (n,)
+    last, last_cursor = pgwire.statement("SELECT 149")
+    assert pgwire.statement("SELECT 149")[1] is last_cursor
+    sql, cursor = pgwire.statement("SELECT 0")
+    assert cursor is not first_cursor  # forgotten, and made again when asked for
+    cursor.execute(sql, prepare=True)
+    assert cursor.fetchone() == (0,)
+
+
+def test_a_new_connection_gets_its_own_cursors():
+    from django.db import connection
+
+    _, before = pgwire.statement("SELECT 1")
+    connection.close()
+    sql, after = pgwire.statement("SELECT 1")
+    assert after is not before and after.connection is connection.connection
+    after.execute(sql, prepare=True)
+    assert after.fetchone() == (1,)

@@ -203,16 +203,17 @@ def _claim_postgres(
     owner, lease_seconds, now, until, *, picked: int | None = None, uncapped_pick: bool = False
 ):
     db_now = db_now_param(now)
-    cursor = pgwire.cursor()
     if uncapped_pick:
+        sql = _PG_PICK_AND_CLAIM_UNCAPPED
         params = [db_now, db_now, db_now, owner, db_now, lease_seconds, now, now]
-        cursor.execute(_PG_PICK_AND_CLAIM_UNCAPPED, params, prepare=True)
     elif picked is None:
+        sql = _PG_CLAIM
         params = [owner, db_now, lease_seconds, db_now, db_now, now, now]
-        cursor.execute(_PG_CLAIM, params, prepare=True)
     else:
+        sql = _PG_CLAIM_PICKED
         params = [owner, db_now, lease_seconds, picked, now, now]
-        cursor.execute(_PG_CLAIM_PICKED, params, prepare=True)
+    sql, cursor = pgwire.statement(sql)
+    cursor.execute(sql, params, prepare=True)
     row = cursor.fetchone()
     if row is None:
         return None

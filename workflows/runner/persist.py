@@ -222,7 +222,7 @@ def _write_if_proceeding(
         ctes.append(f"w{len(ctes)} AS ({sql})")
         params += values
     one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
-    cursor = pgwire.cursor()
+    one, cursor = pgwire.statement(one)
     try:
         if not storage_faults.take("boundary_commit_before"):
             cursor.execute(one, params, prepare=True)  # alone: its own transaction
@@ -402,23 +402,33 @@ def _fields(model, columns) -> dict:
     return {column: by_column[column] for column in columns}
 
 
-def _db_values(fields: dict, values: dict) -> list:
-    """`values` (by column) as the ORM would save them. On PostgreSQL psycopg sends strings,
-    numbers, booleans and aware datetimes as they are and only JSON needs adapting, which
-    skips a dozen field method calls per row on the boundary path."""
-    db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once
-    if db.vendor != "postgresql":
-        return [f.get_db_prep_save(values[column], db) for column, f in fields.items()]
-    row = []
-    for column, model_field in fields.items():
-        value = values[column]
-        if value is not None and isinstance(model_field, JSONField):
-            value = db.ops.adapt_json_value(value, model_field.encoder)
-        row.append(value)
-    return row
+class _Columns:
+    """A model's columns in raw-SQL order, and rows of values for them as the ORM would save
+    them. On PostgreSQL psycopg sends strings, numbers, booleans and aware datetimes as they
+    are and only JSON needs adapting, so a row there is its values plus the JSON columns'
+    adaptation, not one field method call per column (the boundary path builds several rows)."""
+
+    def __init__(self, model, columns: tuple[str, ...]):
+        self.names = columns
+        self.fields = _fields(model, columns)
+        self.json = [
+            (at, field.encoder)
+            for at, field in enumerate(self.fields.values())
+            if isinstance(field, JSONField)
+        ]
+
+    def row(self, values: dict, db) -> list:
+        """`values` (by column name) for `db`, the thread's connection wrapper."""
+        if db.vendor != "postgresql":
+            return [f.get_db_prep_save(values[column], db) for column, f in self.fields.items()]
+        row = [values[column] for column in self.names]
+        for at, encoder in self.json:
+            if row[at] is not None:
+                row[at] = db.ops.adapt_json_value(row[at], encoder)
+        return row
 
 
-_STEP_FIELDS = _fields(WorkflowStep, _STEP_COLUMNS)
+_STEP = _Columns(WorkflowStep, _STEP_COLUMNS)
 _UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:]
 )
@@ -426,7 +436,7 @@ _UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + "
 
 def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) -> list:
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
-    rows = []
+    db, rows = connections[DEFAULT_DB_ALIAS], []  # the thread's wrapper, looked up once
     for state in states:
         if skip_starts and state.status in (StepStatus.RUNNING, StepStatus.LOOPING):
             # paused: a step that has not begun must not begin; a loop's state must not move
@@ -450,7 +460,7 @@ def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) 
             "started_at": state.started_at or now,
             "completed_at": state.completed_at,
         }
-        rows.append(_db_values(_STEP_FIELDS, values))
+        rows.append(_STEP.row(values, db))
     if not rows:
         return []
     one = "(" + ", ".join(["%s"] * len(_STEP_COLUMNS)) + ")"
@@ -475,16 +485,16 @@ _LOG_COLUMNS = (
     "request_id",
     "created_at",
 )
-_LOG_FIELDS = _fields(WorkflowLog, _LOG_COLUMNS)
+_LOG = _Columns(WorkflowLog, _LOG_COLUMNS)
 
 
 def _log_statements(claim: Claim, logs: list[dict]) -> list:
     if not logs:
         return []
-    params = []
+    db, params = connections[DEFAULT_DB_ALIAS], []
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
-        params += _db_values(_LOG_FIELDS, values)
+        params += _LOG.row(values, db)
     one = "(" + ", ".join(["%s"] * len(_LOG_COLUMNS)) + ")"
     sql = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES " + ", ".join(
         [one] * len(logs)

@@ -15,15 +15,19 @@ Errors come back as psycopg's own exceptions, not Django's wrappers (storage_fau
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 
-_KEPT = "_vitalflow_cursor"
+_KEPT = "_vitalflow_statements"
+_KEEP_AT_MOST = 100  # statement texts per connection, as psycopg's own prepared_max
 _EXPLICIT_ONLY = 2**31 - 1  # executions before psycopg prepares an unmarked statement: never
 
 
-def cursor() -> psycopg.Cursor:
-    """The server-binding cursor of this thread's connection (in its transaction, if any).
+def statement(sql: str) -> tuple[str, psycopg.Cursor]:
+    """`sql` as the one str object this connection has seen for that text, and a server-binding
+    cursor kept for it (in the thread's transaction, if any): execute that object on that cursor.
 
-    One per connection, kept open and never closed by callers: a cursor's adapters cache the
-    dumper of each parameter type, and a new cursor per statement looked them all up again."""
+    psycopg keeps a cursor's transformer (the dumper chosen for each parameter type) only while
+    the very same query object runs again on the cursor; the boundary's SQL is built per
+    boundary and the claim, create and boundaries alternate, so one cursor per connection, or a
+    new str each time, made psycopg look up every parameter's dumper on every execution."""
     db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup, not one per attribute
     db.ensure_connection()
     conn = db.connection
@@ -32,9 +36,14 @@ def cursor() -> psycopg.Cursor:
         # A session setting, not SET LOCAL: it must outlive the transaction it is sent in.
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.prepare_threshold = _EXPLICIT_ONLY
-        kept = psycopg.Cursor(conn)
-        setattr(conn, _KEPT, kept)  # on the connection: a new connection gets a new cursor
-    return kept
+        kept = {}
+        setattr(conn, _KEPT, kept)  # on the connection: a new connection starts afresh
+    entry = kept.get(sql)
+    if entry is None:
+        if len(kept) >= _KEEP_AT_MOST:  # boundaries with many rows: forget the oldest text
+            del kept[next(iter(kept))]
+        entry = kept[sql] = (sql, psycopg.Cursor(conn))
+    return entry
 
 
 def in_autocommit() -> bool:
