@@ -35,7 +35,7 @@ def remember_active(name: str, version: int) -> None:
 
 def applies() -> bool:
     """PostgreSQL with no transaction open on this thread's connection."""
-    return connection.vendor == "postgresql" and pgwire.in_autocommit()
+    return pgwire.postgres_autocommit()
 
 
 def known_active(name: str) -> int | None:

@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models.functions import Now
 
 from workflows import runtime
@@ -28,10 +28,11 @@ _local = threading.local()  # per runner thread (one connection each): .synced =
 def sync_if_stale() -> None:
     """Measure the offset on a new connection or once a minute (one round trip). Call it where
     a query is safe (outside any transaction): the runner does, before each claim."""
-    if connection.vendor != "postgresql" or not runtime.current().follows_database:
+    db = connections[DEFAULT_DB_ALIAS]  # one thread-local lookup: the runner asks per claim
+    if db.vendor != "postgresql" or not runtime.current().follows_database:
         return
-    connection.ensure_connection()
-    pid = connection.connection.info.backend_pid
+    db.ensure_connection()
+    pid = db.connection.info.backend_pid
     synced = getattr(_local, "synced", None)
     if synced is not None and synced[0] == pid and time.monotonic() - synced[1] < RESYNC_SECONDS:
         return

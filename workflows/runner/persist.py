@@ -184,13 +184,12 @@ def _committed(pending: Pending, permission: str) -> str:
 def _one_round_trip(pending: Pending, outcome) -> bool:
     """Can this boundary be one pipeline with no transaction around it (see the module doc)?"""
     return (
-        connection.vendor == "postgresql"
-        and not pending.mutations
+        not pending.mutations
         and not pending.spawns
         and not (isinstance(outcome, SuspendTo) and outcome.rechecks)
         # one statement must not write a step row twice (delete it, upsert it again)
         and not pending.deleted
-        and pgwire.in_autocommit()
+        and pgwire.postgres_autocommit()
     )
 
 

@@ -51,3 +51,10 @@ def in_autocommit() -> bool:
     is its own transaction."""
     db = connections[DEFAULT_DB_ALIAS]
     return not db.in_atomic_block and db.get_autocommit()
+
+
+def postgres_autocommit() -> bool:
+    """PostgreSQL, and in_autocommit(): one thread-local lookup for both (the runner asks at
+    every boundary and every create)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    return db.vendor == "postgresql" and not db.in_atomic_block and db.get_autocommit()
