@@ -12,6 +12,7 @@ statement's share of its backend's CPU is read from /proc/<pid>/schedstat (nanos
 
 import collections
 import os
+import time
 from pathlib import Path
 
 import psycopg
@@ -47,8 +48,6 @@ class StatementCosts:
         self._taken: list[tuple[int, float]] = []
 
     def install(self) -> "StatementCosts":
-        import time
-
         original = self._execute = psycopg.Cursor.execute
         taken = self._taken
 

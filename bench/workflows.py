@@ -153,7 +153,7 @@ def child_vitalflow(n: int, *, per_statement: bool = False) -> dict:
     backend = connection.connection.info.backend_pid
     trips = RoundTrips().install()
     costs = StatementCosts().install() if per_statement else None
-    statements = {}  # name -> [count, backend CPU ns, wall s]
+    statements = {}  # name -> (count, backend CPU ns, wall s)
     cpu = {"client": 0.0, "runner": 0.0}
     backend_before = cpu_seconds(backend)
     started = time.perf_counter()
@@ -171,8 +171,8 @@ def child_vitalflow(n: int, *, per_statement: bool = False) -> dict:
         # through the ORM) are left out of the table.
         if len(sent) == 1 + len(RUN_STATEMENTS):
             for name, (ns, wall) in zip(("create", *RUN_STATEMENTS), sent, strict=True):
-                entry = statements.setdefault(name, [0, 0, 0.0])
-                entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + ns, entry[2] + wall
+                count, total_ns, total_wall = statements.get(name, (0, 0, 0.0))
+                statements[name] = (count + 1, total_ns + ns, total_wall + wall)
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
@@ -293,7 +293,7 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         for name, (count, ns, wall) in timed["per statement"].items():
             print(
                 f"             {name:<24} PostgreSQL CPU {ns / count / 1000:4.0f} us, wall "
-                f"{1e6 * wall / count:5.0f} us per statement (separate run, {count} workflows)"
+                f"{1e6 * wall / count:5.0f} us per statement (separate run, {count} statements)"
             )
     return figures
 

@@ -52,7 +52,7 @@ def test_a_fenced_off_runner_writes_nothing_in_the_one_round_trip_path(harness):
     services.instance_create(workflow_name="noop3", instance_id="r")
     claim, loaded = claim_next(owner="old", lease_seconds=30)
     harness.restart("noop3", "r", run=False)
-    assert pgwire.in_autocommit()
+    assert pgwire.postgres_autocommit()
     assert execute(claim, loaded, threaded=False) == "halted"
     assert WorkflowStep.objects.count() == 0
     assert persist.commit(claim, persist.Pending(), persist.Finish("x")) == DISCARD

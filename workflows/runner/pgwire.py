@@ -46,15 +46,9 @@ def statement(sql: str) -> tuple[str, psycopg.Cursor]:
     return entry
 
 
-def in_autocommit() -> bool:
-    """No transaction is open on this thread's connection: each statement, or each pipeline,
-    is its own transaction."""
-    db = connections[DEFAULT_DB_ALIAS]
-    return not db.in_atomic_block and db.get_autocommit()
-
-
 def postgres_autocommit() -> bool:
-    """PostgreSQL, and in_autocommit(): one thread-local lookup for both (the runner asks at
-    every boundary and every create)."""
+    """PostgreSQL with no transaction open on this thread's connection, so each statement, or
+    each pipeline, is its own transaction. One thread-local lookup for both questions: the
+    runner asks at every boundary and every create."""
     db = connections[DEFAULT_DB_ALIAS]
     return db.vendor == "postgresql" and not db.in_atomic_block and db.get_autocommit()
