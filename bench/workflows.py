@@ -131,11 +131,20 @@ RUN_STATEMENTS = (
     "boundary between steps",
     "completion boundary",
 )
+# services.instance_run_here: the create, the claim and the first boundary are one statement.
+HERE_STATEMENTS = (
+    "create + claim + boundary before step 1",
+    "boundary between steps",
+    "boundary between steps",
+    "completion boundary",
+)
 
 
-def child_vitalflow(n: int, *, per_statement: bool = False) -> dict:
+def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) -> dict:
     """`per_statement`: also time each statement (two /proc reads each, which the runner's CPU
-    would include, so the bench runs it as a separate, smaller child)."""
+    would include, so the bench runs it as a separate, smaller child). `here`: each workflow is
+    created and run by services.instance_run_here in this process, as DBOS runs a workflow
+    called directly; else instance_create (the client) and run_one (the runner)."""
     import django
 
     django.setup()
@@ -157,20 +166,30 @@ def child_vitalflow(n: int, *, per_statement: bool = False) -> dict:
     cpu = {"client": 0.0, "runner": 0.0}
     backend_before = cpu_seconds(backend)
     started = time.perf_counter()
+    names = HERE_STATEMENTS if here else ("create", *RUN_STATEMENTS)
     for i in range(n):
         trips.phase, before = "client", time.process_time()
-        services.instance_create(workflow_name="noop3", instance_id=f"seq-{tag}-{i}")
+        if not here:
+            services.instance_create(workflow_name="noop3", instance_id=f"seq-{tag}-{i}")
         trips.phase, middle = "runner", time.process_time()
-        # One claim runs a no-op workflow to completion; a runner's idle polls are not counted.
-        if run_one(owner=owner) != "complete":
-            raise RuntimeError("noop3 did not complete in one claim")
+        if here:
+            made = services.instance_run_here(
+                workflow_name="noop3", instance_id=f"seq-{tag}-{i}", owner=owner
+            )
+            outcome = made.outcome
+        else:
+            # One claim runs a no-op workflow to completion; a runner's idle polls are not
+            # counted.
+            outcome = run_one(owner=owner)
+        if outcome != "complete":
+            raise RuntimeError(f"noop3 did not complete in one run: {outcome}")
         cpu["client"] += middle - before
         cpu["runner"] += time.process_time() - middle
         sent = costs.take() if costs else []
         # Runs that sent other statements (the first create of a process reads the deployment
         # through the ORM) are left out of the table.
-        if len(sent) == 1 + len(RUN_STATEMENTS):
-            for name, (ns, wall) in zip(("create", *RUN_STATEMENTS), sent, strict=True):
+        if len(sent) == len(names):
+            for name, (ns, wall) in zip(names, sent, strict=True):
                 count, total_ns, total_wall = statements.get(name, (0, 0, 0.0))
                 statements[name] = (count + 1, total_ns + ns, total_wall + wall)
     seconds = time.perf_counter() - started
@@ -235,6 +254,7 @@ def child_dbos(n: int, url: str) -> dict:
 
 
 def run_child(system: str, n: int, *, async_commit: bool, per_statement: bool = False) -> dict:
+    """`system`: dbos, vitalflow (create + runner's claim) or vitalflow-here (instance_run_here)."""
     database = dbos_database() if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
     before = commits(database)
     cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
@@ -268,7 +288,7 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         "commits/step boundary": (full["commits"] - idle["commits"]) / steps,
     }
     print(
-        f"  {system:<10} {figures['workflows/s']:8.1f} workflows/s {figures['steps/s']:8.1f} "
+        f"  {system:<14} {figures['workflows/s']:8.1f} workflows/s {figures['steps/s']:8.1f} "
         f"steps/s {figures['commits/step boundary']:6.2f} commits/step boundary "
         f"({n} workflows in {seconds:.2f} s)"
     )
@@ -288,7 +308,7 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         f"({statements['runner'] / steps:.2f} statements), client (create) "
         f"{trips['client'] / steps:.2f} ({statements['client'] / steps:.2f})"
     )
-    if system == "vitalflow":
+    if system.startswith("vitalflow"):
         timed = run_child(system, n // 2, async_commit=async_commit, per_statement=True)
         for name, (count, ns, wall) in timed["per statement"].items():
             print(
@@ -300,8 +320,9 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
 
 # A 3-step run waits on 5 synchronous commits: its creation, the boundary before each step
 # (which also makes the previous step's result durable) and its completion; the claim's commit
-# is asynchronous (workflows.runner.claim). Boundaries per run: 3 before steps + completion.
-SYNC_COMMITS_PER_RUN = 5
+# is asynchronous (workflows.runner.claim). instance_run_here waits on 4: its creation is the
+# boundary before step 1. Boundaries per run: 3 before steps + completion.
+SYNC_COMMITS_PER_RUN = {"vitalflow": 5, "vitalflow-here": 4}
 BOUNDARIES_PER_RUN = 4
 
 
@@ -328,26 +349,27 @@ def commit_round_trip(count: int = 300) -> tuple[float, float]:
     return 1000 * statistics.median(times), cpu / count / 1000
 
 
-def commit_floor(ours: dict, theirs: dict | None) -> None:
-    """How far commit waits alone let a sequential run go, and the CPU per step boundary."""
+def commit_floor(runs: dict, theirs: dict | None) -> None:
+    """How far commit waits alone let a sequential run go, and the CPU per step boundary, for
+    each vitalflow variant in `runs` (system -> figures)."""
     commit_ms, commit_cpu_us = commit_round_trip()
-    run_ms = SYNC_COMMITS_PER_RUN * commit_ms
-    ceiling = 3 * 1000 / run_ms
-    versus = f" = {ceiling / theirs['steps/s']:.2f}x DBOS's figure" if theirs else ""
-    per_boundary = ours["machine CPU ms/step"] * 3 / BOUNDARIES_PER_RUN
     print(
         f"  commit floor: one INSERT + COMMIT round trip {commit_ms:.3f} ms (median of 300; "
-        f"PostgreSQL CPU {commit_cpu_us:.0f} us); "
-        f"{SYNC_COMMITS_PER_RUN} synchronous commits per 3-step run -> at most {ceiling:.0f} "
-        f"steps/s from commit waits alone, with no CPU at all{versus}"
+        f"PostgreSQL CPU {commit_cpu_us:.0f} us)"
     )
-    wall = 1000 / ours["steps/s"]
-    print(
-        f"  wall per step {wall:.2f} ms = commit waits {run_ms / 3:.2f} ms + "
-        f"{wall - run_ms / 3:.2f} ms of CPU (client, runner, PostgreSQL) and round trips; "
-        f"per step boundary ({BOUNDARIES_PER_RUN} per 3-step run): runner + PostgreSQL "
-        f"{per_boundary:.2f} ms"
-    )
+    for system, ours in runs.items():
+        run_ms = SYNC_COMMITS_PER_RUN[system] * commit_ms
+        ceiling = 3 * 1000 / run_ms
+        versus = f" = {ceiling / theirs['steps/s']:.2f}x DBOS's figure" if theirs else ""
+        per_boundary = ours["machine CPU ms/step"] * 3 / BOUNDARIES_PER_RUN
+        wall = 1000 / ours["steps/s"]
+        print(
+            f"  {system}: {SYNC_COMMITS_PER_RUN[system]} synchronous commits per 3-step run -> "
+            f"at most {ceiling:.0f} steps/s from commit waits alone{versus}; wall per step "
+            f"{wall:.2f} ms = commit waits {run_ms / 3:.2f} ms + {wall - run_ms / 3:.2f} ms of "
+            f"CPU and round trips; per step boundary ({BOUNDARIES_PER_RUN} per 3-step run): "
+            f"runner + PostgreSQL {per_boundary:.2f} ms (target 0.6 ms)"
+        )
 
 
 # -- runner processes ----------------------------------------------------------------------------
@@ -1102,15 +1124,18 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=45.0, help="makerun: idle CPU window, s")
     parser.add_argument("--faults", action="store_true", help="fault figures only")
     parser.add_argument(
-        "--child", choices=["vitalflow", "dbos", "dbos-worker", "makerun"], help=argparse.SUPPRESS
+        "--child",
+        choices=["vitalflow", "vitalflow-here", "dbos", "dbos-worker", "makerun"],
+        help=argparse.SUPPRESS,
     )
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--async-commit", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--per-statement", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child == "vitalflow":
+    if args.child in ("vitalflow", "vitalflow-here"):
         sys.path.insert(0, str(ROOT))
-        print(json.dumps(child_vitalflow(args.n, per_statement=args.per_statement)))
+        here = args.child == "vitalflow-here"
+        print(json.dumps(child_vitalflow(args.n, per_statement=args.per_statement, here=here)))
         return
     if args.child == "makerun":
         sys.path.insert(0, str(ROOT))
@@ -1152,16 +1177,22 @@ def main() -> None:
         reset_dbos()
         mode = "off" if async_commit else "on (server default)"
         print(f"\nSequential 3-step no-op workflows, synchronous_commit={mode}:")
-        ours = sequential("vitalflow", sequential_n, async_commit=async_commit)
+        # vitalflow: instance_create, then a runner's claim; vitalflow-here: instance_run_here,
+        # like for like with DBOS, whose workflow called directly runs in its caller.
+        runs = {
+            system: sequential(system, sequential_n, async_commit=async_commit)
+            for system in ("vitalflow", "vitalflow-here")
+        }
+        runs = {system: figures for system, figures in runs.items() if figures}
         theirs = sequential("dbos", sequential_n, async_commit=async_commit) if has_dbos else None
-        if ours and theirs:
+        for system, ours in runs.items() if theirs else ():
             print(
-                f"  vitalflow/DBOS steps/s: {ours['steps/s'] / theirs['steps/s']:.2f}x (target 5x); "
-                f"vitalflow runner + PostgreSQL CPU per step {ours['machine CPU ms/step']:.2f} ms "
-                f"(target 0.6 ms), DBOS {theirs['machine CPU ms/step']:.2f} ms"
+                f"  {system}/DBOS steps/s: {ours['steps/s'] / theirs['steps/s']:.2f}x (target 5x); "
+                f"{system} runner + PostgreSQL CPU per step {ours['machine CPU ms/step']:.2f} ms, "
+                f"DBOS {theirs['machine CPU ms/step']:.2f} ms"
             )
-        if ours and not async_commit:
-            commit_floor(ours, theirs)
+        if runs and not async_commit:
+            commit_floor(runs, theirs)
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
         figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}

@@ -16,6 +16,7 @@ use) or raises InstanceIdAlreadyExists.
 """
 
 import json
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -49,9 +50,10 @@ def known_active(name: str) -> int | None:
 # Columns are listed in full: the models' defaults live in Django, not in the tables. The label
 # rows come from two arrays (keys, values) so every create shares one statement text, prepared
 # once per connection. run_at is DB_NOW: the server's clock, as dbclock.due_now gives the ORM
-# path, or the harness's manual time.
-_INSERT = f"""
-WITH d AS (
+# path, or the harness's manual time. The task is either free (a runner claims it) or, for
+# services.instance_run_here, leased at once to the caller, as a claim would (lease judged by
+# the server's clock, fencing token 1, a claim without progress counted).
+_CTES = """d AS (
     SELECT 1 FROM workflow_deployment WHERE workflow_name = %s AND active_version = %s
 ), i AS (
     INSERT INTO workflow_instance (
@@ -59,9 +61,9 @@ WITH d AS (
         request_id, priority, code_fingerprint, labels, parent_id,
         created_at, updated_at, started_at, completed_at
     )
-    SELECT %s, %s, %s, '{Status.ACTIVE}', 1, %s::jsonb, NULL, NULL,
-        %s, %s, '', %s::jsonb, NULL,
-        %s, %s, NULL, NULL
+    SELECT %s, %s, %s, '{active}', 1, %s::jsonb, NULL, NULL,
+        %s, %s, {fingerprint}, %s::jsonb, NULL,
+        %s, %s, {started}, NULL
     FROM d
     ON CONFLICT (workflow_name, instance_id) DO NOTHING
     RETURNING id
@@ -74,21 +76,76 @@ WITH d AS (
         locked_until, fencing_token, claims, recovery_attempts,
         concurrency_group, concurrency_limit, created_at
     )
-    SELECT i.id, 1, '{TaskKind.START}', %s, {DB_NOW}, '', '',
-        NULL, 0, 0, 0,
+    SELECT i.id, 1, '{start}', %s, {now}, '', {lease}
         %s, %s, %s
     FROM i
+    RETURNING id
+)"""
+_FREE = "'',\n        NULL, 0, 0, 0,"
+_LEASED = f"%s,\n        {DB_NOW} + make_interval(secs => %s), 1, 1, %s,"
+_QUEUED_CTES = _CTES.format(
+    active=Status.ACTIVE,
+    fingerprint="''",
+    started="NULL",
+    start=TaskKind.START,
+    now=DB_NOW,
+    lease=_FREE,
 )
-SELECT i.id, pg_notify('{CHANNEL}', '') FROM i
-"""
+# Leased: the run's code fingerprint and started_at are written with the row.
+LEASED_CTES = _CTES.format(
+    active=Status.ACTIVE,
+    fingerprint="%s",
+    started="%s",
+    start=TaskKind.START,
+    now=DB_NOW,
+    lease=_LEASED,
+)
+_INSERT = f"WITH {_QUEUED_CTES} SELECT i.id, pg_notify('{CHANNEL}', '') FROM i"
+_INSERT_LEASED = f"WITH {LEASED_CTES} SELECT i.id, t.id FROM i, t"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The caller's lease on a task created leased (services.instance_run_here)."""
+
+    owner: str
+    seconds: float
+    recovery_attempts: int = 1  # a claim without progress, as claim_next counts one
+    fingerprint: str = ""  # the run's code fingerprint, recorded with the instance
 
 
 def insert(instance: WorkflowInstance, now) -> bool:
     """Insert `instance` (validated, unsaved, of the version known_active gave) with its labels
     and first task in one round trip; True and its pk set, or False with nothing written."""
+    sql, cursor = pgwire.statement(_INSERT)
+    with connection.wrap_database_errors:
+        cursor.execute(sql, insert_params(instance, now), prepare=True)  # its own transaction
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    _saved(instance, row[0])
+    return True
+
+
+def insert_leased(instance: WorkflowInstance, now, lease: Lease) -> int | None:
+    """insert() with the task leased to `lease.owner` and no NOTIFY (no other runner is to take
+    it); the task's pk, or None with nothing written."""
+    sql, cursor = pgwire.statement(_INSERT_LEASED)
+    with connection.wrap_database_errors:
+        cursor.execute(sql, insert_params(instance, now, lease), prepare=True)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    _saved(instance, row[0])
+    return row[1]
+
+
+def insert_params(instance: WorkflowInstance, now, lease: Lease | None = None) -> list:
+    """The parameters of _QUEUED_CTES, or of LEASED_CTES when `lease` is given."""
     slot = concurrency.task_fields(instance.workflow_name, instance.version, instance.params)
     name = instance.workflow_name
-    params = [
+    leased = lease is not None
+    return [
         name,
         instance.version,
         name,
@@ -97,24 +154,27 @@ def insert(instance: WorkflowInstance, now) -> bool:
         None if instance.params is None else json.dumps(instance.params),
         instance.request_id,
         instance.priority,
+        *([lease.fingerprint] if leased else []),
         json.dumps(instance.labels),
         now,
         now,
+        *([now] if leased else []),
         list(instance.labels),
         list(instance.labels.values()),
         start_priority(instance.priority),
         db_now_param(now),
+        *(
+            [lease.owner, db_now_param(now), lease.seconds, lease.recovery_attempts]
+            if leased
+            else []
+        ),
         slot["concurrency_group"],
         slot["concurrency_limit"],
         now,
     ]
-    sql, cursor = pgwire.statement(_INSERT)
-    with connection.wrap_database_errors:
-        cursor.execute(sql, params, prepare=True)  # alone: its own transaction
-        row = cursor.fetchone()
-    if row is None:
-        return False
-    instance.pk = row[0]
+
+
+def _saved(instance: WorkflowInstance, pk: int) -> None:
+    instance.pk = pk
     instance._state.adding = False
     instance._state.db = connection.alias
-    return True

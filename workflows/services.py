@@ -7,6 +7,7 @@ from workflows.decisions, logs the transition in the `system` category and, when
 """
 
 import contextlib
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -155,15 +156,24 @@ def _new_instance(
     )
 
 
-def _save_new(instance: WorkflowInstance, now) -> None:
-    """Insert the instance, its label rows and its first task (in the caller's transaction)."""
+def _save_new(instance: WorkflowInstance, now, lease: create_statement.Lease | None = None):
+    """Insert the instance, its label rows and its first task (in the caller's transaction);
+    returns the task. `lease`: the task is leased to its owner at once, as a claim would."""
+    if lease is not None:
+        instance.started_at = now
     instance.save(force_insert=True)
     if instance.labels:
         WorkflowInstanceLabel.objects.bulk_create(
             WorkflowInstanceLabel(instance=instance, key=key, value=value)
             for key, value in instance.labels.items()
         )
-    _new_task(instance, now).save(force_insert=True)
+    task = _new_task(instance, now)
+    if lease is not None:
+        task.lock_owner, task.locked_until = lease.owner, dbclock.due_in(now, lease.seconds)
+        task.fencing_token, task.claims = 1, 1
+        task.recovery_attempts = lease.recovery_attempts
+    task.save(force_insert=True)
+    return task
 
 
 def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
@@ -227,6 +237,65 @@ def instance_create(
             f"instance {instance_id!r} of {workflow_name!r} already exists"
         ) from None
     return instance
+
+
+@dataclass(frozen=True)
+class RunHere:
+    instance: WorkflowInstance
+    outcome: str  # as runner.run_one's: "complete", "suspended", "errored", ...; or "queued"
+
+
+def instance_run_here(
+    *,
+    workflow_name: str,
+    instance_id: str | None = None,
+    params=None,
+    priority: int = DEFAULT_PRIORITY,
+    labels: dict | None = None,
+    owner: str | None = None,
+    threaded: bool = True,
+) -> RunHere:
+    """Create an instance and run it in this process at once, as a runner would after claiming
+    it (DBOS's direct call), until it completes, fails or first suspends; runners take it from
+    there, or once the lease lapses if this process dies. A workflow with a concurrency cap is
+    created queued instead (outcome "queued"): the runners' claims keep its cap.
+
+    On PostgreSQL outside a transaction, once this process has seen the version active, the
+    create, the claim and the run's first boundary are one statement (persist.commit_creating);
+    when it writes nothing (the id exists, the pointer moved), the ORM path below decides."""
+    from workflows import runner
+
+    dbclock.sync_if_stale()  # a runner does it before each claim
+    now = runtime.now()
+    limits.check_priority(priority)
+    lease = create_statement.Lease(owner or runner.default_owner(), runner.lease_seconds())
+    version = create_statement.known_active(workflow_name)
+    if version is not None and create_statement.applies():
+        instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
+        if not _slot(instance)["concurrency_limit"]:
+            outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
+            if outcome != runner.NOT_CREATED:
+                return RunHere(instance, outcome)
+    try:
+        with transaction.atomic():
+            version = workflow_active_version(name=workflow_name)
+            create_statement.remember_active(workflow_name, version)
+            instance = _new_instance(
+                workflow_name, version, instance_id, params, now, priority, labels
+            )
+            capped = bool(_slot(instance)["concurrency_limit"])
+            task = _save_new(instance, now, None if capped else lease)
+            if capped:
+                tasks.schedule_wake()
+    except IntegrityError:
+        raise InstanceIdAlreadyExists(
+            f"instance {instance_id!r} of {workflow_name!r} already exists"
+        ) from None
+    if capped:
+        return RunHere(instance, "queued")
+    return RunHere(
+        instance, runner.run_new(instance, now, lease, task_pk=task.pk, threaded=threaded)
+    )
 
 
 PROGRAMMATIC_PRINCIPAL = "python"

@@ -92,3 +92,20 @@ def dies_in_steps(event, step):
             return name
 
         step.do(name, body)
+
+
+@workflow(name="fault-dies-first")
+def dies_first(event, step):
+    """Its first step kills its process the first params["deaths"] times it runs."""
+    p = event.payload
+
+    def first():
+        mark(p["trace"], event.instance_id, "first")
+        with open(p["trace"]) as f:
+            runs = sum(1 for line in f if line.startswith(f"{event.instance_id} first "))
+        if runs <= p["deaths"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return runs
+
+    ran = step.do("first", first)
+    return step.do("second", lambda: ran + 1)

@@ -13,15 +13,26 @@ from django.conf import settings
 from ops import tracing
 from ops.request_id import log_context, reset_request_id, set_request_id
 from workflows import dbclock, runtime, triggers
+from workflows.create_statement import Lease
+from workflows.models import TaskKind
 from workflows.runner import storage_faults
-from workflows.runner.claim import claim_next, release_after_fault
+from workflows.runner.claim import Claim, Loaded, claim_next, release_after_fault
 from workflows.runner.claim import next_due_at as next_task_due_at
-from workflows.runner.execute import Budget, execute
+from workflows.runner.execute import NOT_CREATED, Budget, execute, roundtrip
+from workflows.runner.persist import Creating
 from workflows.runner.storage_faults import StorageFault
 
 log = logging.getLogger(__name__)
 
-__all__ = ["tick", "run_one", "next_due_at", "default_owner", "STORAGE_FAULT"]
+__all__ = [
+    "tick",
+    "run_one",
+    "run_new",
+    "next_due_at",
+    "default_owner",
+    "STORAGE_FAULT",
+    "NOT_CREATED",
+]
 
 STORAGE_FAULT = "storage_fault"
 
@@ -63,6 +74,44 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
     if got is None:
         return None
     claim, loaded = got
+    return _run_claimed(claim, loaded, threaded=threaded, budget=budget)
+
+
+def run_new(instance, now, lease: Lease, *, task_pk: int | None, threaded: bool = True) -> str:
+    """Run a new instance whose first task is leased to `lease.owner`, as a runner would after
+    claiming it (services.instance_run_here): the task exists (`task_pk`), or None and the run's
+    first boundary creates instance and task (persist.Creating; NOT_CREATED if that wrote
+    nothing). Returns what happened, as run_one does."""
+    claim = Claim(
+        task_pk=task_pk,
+        instance_pk=instance.pk,
+        run_number=instance.run_number,
+        fencing_token=1,
+        kind=TaskKind.START,
+        owner=lease.owner,
+        lease_seconds=lease.seconds,
+        recovery_attempts=lease.recovery_attempts,
+    )
+    loaded = Loaded(
+        workflow_name=instance.workflow_name,
+        instance_id=instance.instance_id,
+        version=instance.version,
+        params=roundtrip(instance.params),  # as a claim would read them back
+        created_at=instance.created_at,
+        request_id=instance.request_id,
+    )
+    creating = Creating(instance, now, lease) if task_pk is None else None
+    return _run_claimed(claim, loaded, threaded=threaded, creating=creating)
+
+
+def _run_claimed(
+    claim: Claim,
+    loaded: Loaded,
+    *,
+    threaded: bool,
+    budget: Budget | None = None,
+    creating: Creating | None = None,
+) -> str:
     token = set_request_id(loaded.request_id or "-")
     # Log lines of the run (the engine's and the steps' own) name the instance they are about.
     context = log_context(
@@ -81,7 +130,9 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
     try:
         with context, tracing.span("workflow.run", attributes) as span:
             try:
-                outcome = execute(claim, loaded, threaded=threaded, budget=budget)
+                outcome = execute(
+                    claim, loaded, threaded=threaded, budget=budget, creating=creating
+                )
             except (StorageFault, Exception) as exc:
                 if not storage_faults.is_storage_fault(exc):
                     log.exception(
@@ -97,7 +148,10 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
                         exc,
                     )
                     storage_faults.drop_connection()
-                    release_after_fault(claim)
+                    if creating is not None:  # unknown whether it was created: its lease lapses
+                        claim = creating.claim
+                    if claim is not None:
+                        release_after_fault(claim)
                     outcome = STORAGE_FAULT
             tracing.set_attributes(span, {"workflow.outcome": outcome})
             return outcome

@@ -51,7 +51,7 @@ def _check_branches(name: str, branches) -> dict:
 
 def _run_branch(step, location: str, fn):
     """("done", result) | ("failed", {"name", "message"}) | ("suspended", Suspend)."""
-    from workflows.runner.execute import _roundtrip, error_dict
+    from workflows.runner.execute import error_dict, roundtrip
 
     execution = step._execution
     try:
@@ -70,7 +70,7 @@ def _run_branch(step, location: str, fn):
         signal, execution.suspended = execution.suspended, None
         return "suspended", signal
     try:
-        return "done", _roundtrip(limits.check_json(value, what=f"result of branch {location!r}"))
+        return "done", roundtrip(limits.check_json(value, what=f"result of branch {location!r}"))
     except WorkflowError as exc:
         return "failed", error_dict(exc)
 
@@ -200,7 +200,7 @@ def _check_count(what: str, value, maximum: int) -> int:
 
 
 def loop(step, location: str, initial, body, *, commit_every: int, keep: int):
-    from workflows.runner.execute import _roundtrip
+    from workflows.runner.execute import roundtrip
 
     execution = step._execution
     _check_count("commit_every", commit_every, LOOP_COMMIT_MAX)
@@ -209,7 +209,7 @@ def loop(step, location: str, initial, body, *, commit_every: int, keep: int):
     if state is not None and state.status == StepStatus.COMPLETE:
         return state.result["value"]
     if state is None:
-        value = _roundtrip(limits.check_json(initial, what=f"state of loop {location!r}"))
+        value = roundtrip(limits.check_json(initial, what=f"state of loop {location!r}"))
         state = StepState(name=location, type=StepType.LOOP, status=StepStatus.LOOPING)
         state.started_at, state.result = runtime.now(), {"i": 0, "state": value, "trimmed": 0}
     i, value, trimmed = state.result["i"], state.result["state"], state.result["trimmed"]
@@ -217,7 +217,7 @@ def loop(step, location: str, initial, body, *, commit_every: int, keep: int):
         out = body(step._scoped(f"{location}/~{i}/"), value)
         i += 1
         if isinstance(out, LoopBreak):
-            result = _roundtrip(limits.check_json(out.value, what=f"value of loop {location!r}"))
+            result = roundtrip(limits.check_json(out.value, what=f"value of loop {location!r}"))
             state.status, state.completed_at = StepStatus.COMPLETE, runtime.now()
             state.result = {"value": result, "iterations": i}
             execution._stage(state)
@@ -227,7 +227,7 @@ def loop(step, location: str, initial, body, *, commit_every: int, keep: int):
                 f"loop {location!r}: the body must return step.loop_continue(state) or "
                 f"step.loop_break(value), got {type(out).__name__}"
             )
-        value = _roundtrip(limits.check_json(out.state, what=f"state of loop {location!r}"))
+        value = roundtrip(limits.check_json(out.state, what=f"state of loop {location!r}"))
         if i % commit_every == 0:
             keep_from = max(trimmed, i - keep)
             for old in range(trimmed, keep_from):

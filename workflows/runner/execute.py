@@ -47,8 +47,25 @@ class Budget:
         return True
 
 
-def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | None = None) -> str:
-    """Run the claimed task to its next suspension, completion or failure. Returns what happened."""
+NOT_CREATED = "not_created"
+
+
+class NotCreated(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """The instance a run was to create with its first boundary was not written (persist.
+    commit_creating): unwind; the caller creates it the ORM way and runs it again."""
+
+
+def execute(
+    claim: Claim,
+    loaded: Loaded,
+    *,
+    threaded: bool,
+    budget: Budget | None = None,
+    creating: persist.Creating | None = None,
+) -> str:
+    """Run the claimed task to its next suspension, completion or failure. Returns what happened.
+    `creating`: the instance does not exist yet; its first boundary creates it (NOT_CREATED when
+    that wrote nothing)."""
     definition = registry.get(loaded.workflow_name, loaded.version)
     if definition is None:
         # Unregistered between claim and now (claim checks first): set it aside.
@@ -56,6 +73,13 @@ def execute(claim: Claim, loaded: Loaded, *, threaded: bool, budget: Budget | No
         persist.commit(claim, persist.Pending(), persist.Requeue(later, kind=claim.kind))
         return "version_missing"
     execution = Execution(claim, loaded, definition, threaded=threaded, budget=budget)
+    if creating is not None:
+        execution.creating = creating
+        try:
+            outcome = execution.run()
+        except NotCreated:
+            return NOT_CREATED
+        return NOT_CREATED if execution.not_created else outcome
     limit = max_recovery_attempts()
     if decisions.recovery_exhausted(claim.recovery_attempts, limit):
         return execution.stop_crash_loop(limit)
@@ -92,6 +116,8 @@ class Execution:
         self.fault: StorageFault | None = None  # set once storage failed: the run must stop
         self.awaited_children: list[int] = []  # running children a suspension waits for
         self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
+        self.creating: persist.Creating | None = None  # the first boundary creates the instance
+        self.not_created = False  # ... and wrote nothing: every later commit raises NotCreated
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -135,7 +161,7 @@ class Execution:
         except WorkflowError as exc:
             return self._fail(exc)
         self.system("info", "instance complete")
-        self._commit(persist.Finish(_roundtrip(output), wakes_parent=self.loaded.has_parent))
+        self._commit(persist.Finish(roundtrip(output), wakes_parent=self.loaded.has_parent))
         _wake_tasks_for_parent(self.loaded)
         return "complete"
 
@@ -186,11 +212,23 @@ class Execution:
         """persist.commit, refusing to go on once storage failed in this run."""
         if self.fault is not None:
             raise self.fault
+        if self.not_created:
+            raise NotCreated()
         try:
+            if self.creating is not None and self.creating.claim is None:
+                return self._commit_creating(outcome)
             return persist.commit(self.claim, self.pending, outcome)
         except StorageFault as fault:
             self.fault = fault
             raise
+
+    def _commit_creating(self, outcome) -> str:
+        permission = persist.commit_creating(self.claim, self.creating, self.pending, outcome)
+        if permission is None:
+            self.not_created = True
+            raise NotCreated()
+        self.claim = self.creating.claim
+        return permission
 
     def _boundary(self) -> None:
         """Commit what is pending and continue, or stop quietly if we may not."""
@@ -288,7 +326,7 @@ class Execution:
             self.current, mutations, self.mutations = None, self.mutations, None
         if exc is None:
             try:
-                value = _roundtrip(limits.check_json(value, what=f"result of step {name!r}"))
+                value = roundtrip(limits.check_json(value, what=f"result of step {name!r}"))
             except WorkflowError as too_big:
                 value, exc = None, NonRetryableError(str(too_big))
         if exc is None:
@@ -470,7 +508,7 @@ class Execution:
         if category == "system":
             raise InvalidStep('log category "system" is reserved for the engine')
         if data is not None:
-            data = _roundtrip(limits.check_json(data, what="log data"))
+            data = roundtrip(limits.check_json(data, what="log data"))
         self._log(level, message, data, category)
 
     def system(self, level: str, message: str) -> None:
@@ -524,7 +562,7 @@ class EventResult(dict):
             raise AttributeError(name) from None
 
 
-def _roundtrip(value):
+def roundtrip(value):
     """Results look the same on first run and on replay (tuples become lists, and so on)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value

@@ -13,14 +13,14 @@ autocommit, so the statement is its own transaction and a refusing guard aborts 
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 
-from workflows import runtime
+from workflows import create_statement, runtime
 from workflows.decisions import (
     DISCARD,
     KEEP_AND_STOP,
@@ -125,6 +125,77 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
         permission = _commit(claim, pending, outcome)
         storage_faults.inject("boundary_commit_after")
     return permission
+
+
+@dataclass
+class Creating:
+    """A new instance created with its run's first boundary (services.instance_run_here)."""
+
+    instance: WorkflowInstance  # validated, unsaved, of the version create_statement knew
+    now: datetime
+    lease: create_statement.Lease
+    claim: Claim | None = None  # the run's claim, with its pks, once the instance exists
+
+
+def commit_creating(claim: Claim, creating: Creating, pending: Pending, outcome) -> str | None:
+    """The run's first boundary, creating its instance. A boundary that continues and fits the
+    one-statement path (PostgreSQL, autocommit) is one statement with the insert of the instance,
+    its labels and its leased task: create, claim and first boundary in one synchronous commit.
+    Any other first boundary inserts first, then commits as usual. None when nothing was
+    written: the id exists or the active version moved (the caller takes the ORM path)."""
+    with storage_faults.guarded():
+        if isinstance(outcome, Continue) and _one_round_trip(pending, outcome):
+            permission = _create_and_write(claim, creating, pending)
+        else:
+            permission = _create_then_commit(claim, creating, pending, outcome)
+        if permission is not None:
+            storage_faults.inject("boundary_commit_after")
+    return permission
+
+
+# A step or log row's instance in the creating statement. No instance inserted (the id exists,
+# the version moved): count(*) is 0 and division_by_zero aborts the statement, writing nothing.
+_NEW_INSTANCE = "(SELECT min(id) + 0 / count(*) FROM i)"
+
+
+def _create_and_write(claim: Claim, creating: Creating, pending: Pending) -> str | None:
+    progress = boundary_progress([s.status for s in pending.steps.values()], continues=True)
+    lease = replace(
+        creating.lease,
+        recovery_attempts=0 if progress else 1,
+        fingerprint=pending.fingerprint or "",
+    )
+    pending.fingerprint = None  # written with the instance row
+    now = runtime.now()
+    ctes = [create_statement.LEASED_CTES]
+    params = create_statement.insert_params(creating.instance, creating.now, lease)
+    for sql, values in _statements(claim, pending, Continue(), now, keep_only=False, new=True):
+        ctes.append(f"w{len(ctes)} AS ({sql})")
+        params += values
+    one, cursor = pgwire.statement(f"WITH {', '.join(ctes)} SELECT i.id, t.id FROM i, t")
+    try:
+        cursor.execute(one, params, prepare=True)  # alone: its own transaction
+        row = cursor.fetchone()
+    except psycopg.errors.DivisionByZero:
+        return None
+    if row is None:
+        return None
+    _created(claim, creating, *row)
+    return _committed(pending, PROCEED)
+
+
+def _create_then_commit(claim: Claim, creating: Creating, pending: Pending, outcome):
+    task_pk = create_statement.insert_leased(creating.instance, creating.now, creating.lease)
+    if task_pk is None:
+        return None
+    return commit(_created(claim, creating, creating.instance.pk, task_pk), pending, outcome)
+
+
+def _created(claim: Claim, creating: Creating, instance_pk: int, task_pk: int) -> Claim:
+    creating.instance.pk = instance_pk
+    creating.instance._state.adding = False
+    creating.claim = replace(claim, instance_pk=instance_pk, task_pk=task_pk)
+    return creating.claim
 
 
 def _commit(claim: Claim, pending: Pending, outcome) -> str:
@@ -246,8 +317,13 @@ def _terminate_children(children: list[dict]) -> None:
         )
 
 
-def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool):
-    statements = _step_statements(claim, pending.steps.values(), now, skip_starts=keep_only)
+def _statements(
+    claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool, new: bool = False
+):
+    """`new`: the instance is inserted by the same statement (_NEW_INSTANCE, first boundary)."""
+    statements = _step_statements(
+        claim, pending.steps.values(), now, skip_starts=keep_only, new=new
+    )
     statements += [
         (
             "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
@@ -255,7 +331,7 @@ def _statements(claim: Claim, pending: Pending, outcome, now: datetime, *, keep_
         )
         for event_pk, step_name in pending.consumed
     ]
-    statements += _log_statements(claim, pending.logs)
+    statements += _log_statements(claim, pending.logs, new=new)
     # An outcome that updates the instance row records the fingerprint in that same UPDATE.
     folded = not keep_only and isinstance(outcome, SuspendTo | Finish | Fail)
     if pending.fingerprint is not None and not folded:
@@ -433,7 +509,9 @@ _UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + "
 )
 
 
-def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) -> list:
+def _step_statements(
+    claim: Claim, states, now: datetime, *, skip_starts: bool, new: bool = False
+) -> list:
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
     db, rows = connections[DEFAULT_DB_ALIAS], []  # the thread's wrapper, looked up once
     for state in states:
@@ -462,13 +540,22 @@ def _step_statements(claim: Claim, states, now: datetime, *, skip_starts: bool) 
         rows.append(_STEP.row(values, db))
     if not rows:
         return []
-    one = "(" + ", ".join(["%s"] * len(_STEP_COLUMNS)) + ")"
+    one, params = _rows(rows, new)
     sql = (
         f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES "
         + ", ".join([one] * len(rows))
         + _UPSERT_TAIL
     )
-    return [(sql, [value for row in rows for value in row])]
+    return [(sql, params)]
+
+
+def _rows(rows: list[list], new: bool) -> tuple[str, list]:
+    """One row's placeholders and all rows' values; the instance (always the first column) as
+    _NEW_INSTANCE when `new`."""
+    if new:
+        rows = [row[1:] for row in rows]
+    one = "(" + ", ".join([_NEW_INSTANCE] * new + ["%s"] * len(rows[0])) + ")"
+    return one, [value for row in rows for value in row]
 
 
 _LOG_COLUMNS = (
@@ -487,14 +574,14 @@ _LOG_COLUMNS = (
 _LOG = _Columns(WorkflowLog, _LOG_COLUMNS)
 
 
-def _log_statements(claim: Claim, logs: list[dict]) -> list:
+def _log_statements(claim: Claim, logs: list[dict], *, new: bool = False) -> list:
     if not logs:
         return []
-    db, params = connections[DEFAULT_DB_ALIAS], []
+    db, rows = connections[DEFAULT_DB_ALIAS], []
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
-        params += _LOG.row(values, db)
-    one = "(" + ", ".join(["%s"] * len(_LOG_COLUMNS)) + ")"
+        rows.append(_LOG.row(values, db))
+    one, params = _rows(rows, new)
     sql = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES " + ", ".join(
         [one] * len(logs)
     )
