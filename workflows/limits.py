@@ -46,6 +46,8 @@ def check_step_name(value) -> str:
 def check_json(value, *, what: str):
     """Return `value` when it is JSON under ops/strict_json.py's rules and ≤ 1 MiB encoded,
     else InvalidPayload (the same rules the HTTP API applies to request bodies)."""
+    if value is None or type(value) is bool or (type(value) is int and abs(value) <= 2**53):
+        return value  # always JSON, a few bytes: most step results (the runner's hot path)
     try:
         strict_json.check_value(value)
     except strict_json.InvalidJson as exc:

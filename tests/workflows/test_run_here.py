@@ -9,7 +9,7 @@ from django.db import transaction
 
 from bench.pgcost import RoundTrips
 from workflows import services, workflow
-from workflows.errors import InstanceIdAlreadyExists
+from workflows.errors import InstanceIdAlreadyExists, InvalidPayload, WorkflowNotFound
 from workflows.models import WorkflowDeployment, WorkflowInstance, WorkflowLog, WorkflowTask
 from workflows.testing import WorkflowHarness
 
@@ -85,6 +85,15 @@ def test_an_id_that_exists_is_refused_and_the_existing_instance_is_left_alone(ha
     assert not WorkflowLog.objects.filter(instance=_row("taken")).exists()
     harness.run_until_idle()
     assert harness.status("t-here", "taken")["output"] == "v1 1"
+
+
+def test_bad_input_is_refused_before_anything_is_written_or_run(harness):
+    _run("warm")
+    with pytest.raises(InvalidPayload):
+        services.instance_run_here(workflow_name="t-here", instance_id="bad", params={"n": {1, 2}})
+    with pytest.raises(WorkflowNotFound):
+        services.instance_run_here(workflow_name="t-here-missing", instance_id="bad")
+    assert list(WorkflowInstance.objects.values_list("instance_id", flat=True)) == ["warm"]
 
 
 def test_a_version_activated_by_another_process_is_the_one_run(harness):
