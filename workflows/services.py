@@ -217,6 +217,19 @@ def instance_create(
         if create_statement.insert(instance, now):
             tasks.schedule_wake(notified=True)
             return instance
+    instance, _ = _create_with_orm(
+        workflow_name, instance_id, params, now, priority, labels, actor=actor, request=request
+    )
+    return instance
+
+
+def _create_with_orm(
+    workflow_name, instance_id, params, now, priority, labels, *, lease=None, actor, request
+) -> tuple[WorkflowInstance, WorkflowTask]:
+    """instance_create's rules through the ORM, in one transaction: the active version read
+    again (and created on first use), a duplicate id refused, the audit row. `lease`: the first
+    task is leased to its owner, unless the workflow is capped (then it is queued for the
+    runners, whose claims count the cap)."""
     try:
         with transaction.atomic():
             version = workflow_active_version(name=workflow_name)
@@ -224,19 +237,22 @@ def instance_create(
             instance = _new_instance(
                 workflow_name, version, instance_id, params, now, priority, labels
             )
-            _save_new(instance, now)
+            if lease is not None and _slot(instance)["concurrency_limit"]:
+                lease = None
+            task = _save_new(instance, now, lease)
             _audit(
                 "workflow_instance.create",
                 resource=_resource(instance),
                 actor=actor,
                 request=request,
             )
-            tasks.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
+            if lease is None:
+                tasks.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
     except IntegrityError:
         raise InstanceIdAlreadyExists(
             f"instance {instance_id!r} of {workflow_name!r} already exists"
         ) from None
-    return instance
+    return instance, task
 
 
 @dataclass(frozen=True)
@@ -258,7 +274,9 @@ def instance_run_here(
     """Create an instance and run it in this process at once, as a runner would after claiming
     it (DBOS's direct call), until it completes, fails or first suspends; runners take it from
     there, or once the lease lapses if this process dies. A workflow with a concurrency cap is
-    created queued instead (outcome "queued"): the runners' claims keep its cap.
+    created queued instead (outcome "queued"): the runners' claims keep its cap. Outcome
+    "storage_fault": the database failed mid-way; if the instance was written, a runner
+    finishes it once the lease lapses.
 
     On PostgreSQL outside a transaction, once this process has seen the version active, the
     create, the claim and the run's first boundary are one statement (persist.commit_creating);
@@ -276,22 +294,18 @@ def instance_run_here(
             outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
             if outcome != runner.NOT_CREATED:
                 return RunHere(instance, outcome)
-    try:
-        with transaction.atomic():
-            version = workflow_active_version(name=workflow_name)
-            create_statement.remember_active(workflow_name, version)
-            instance = _new_instance(
-                workflow_name, version, instance_id, params, now, priority, labels
-            )
-            capped = bool(_slot(instance)["concurrency_limit"])
-            task = _save_new(instance, now, None if capped else lease)
-            if capped:
-                tasks.schedule_wake()
-    except IntegrityError:
-        raise InstanceIdAlreadyExists(
-            f"instance {instance_id!r} of {workflow_name!r} already exists"
-        ) from None
-    if capped:
+    instance, task = _create_with_orm(
+        workflow_name,
+        instance_id,
+        params,
+        now,
+        priority,
+        labels,
+        lease=lease,
+        actor=None,
+        request=None,
+    )
+    if not task.lock_owner:
         return RunHere(instance, "queued")
     return RunHere(
         instance, runner.run_new(instance, now, lease, task_pk=task.pk, threaded=threaded)

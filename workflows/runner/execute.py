@@ -67,6 +67,8 @@ def execute(
     `creating`: the instance does not exist yet; its first boundary creates it (NOT_CREATED when
     that wrote nothing)."""
     definition = registry.get(loaded.workflow_name, loaded.version)
+    if definition is None and creating is not None:
+        return NOT_CREATED  # unregistered since the caller looked: nothing to create
     if definition is None:
         # Unregistered between claim and now (claim checks first): set it aside.
         later = runtime.now() + VERSION_MISSING_RETRY
