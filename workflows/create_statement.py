@@ -16,7 +16,6 @@ use) or raises InstanceIdAlreadyExists.
 """
 
 import json
-from dataclasses import dataclass
 
 from django.db import connection
 
@@ -24,7 +23,7 @@ from workflows import concurrency
 from workflows.authoring import registry
 from workflows.models import Status, TaskKind, WorkflowInstance, start_priority
 from workflows.runner import pgwire
-from workflows.runner.claim import DB_NOW, db_now_param
+from workflows.runner.claim import DB_NOW, Lease, db_now_param
 from workflows.runner.wake import CHANNEL
 
 _seen: dict[str, int] = {}  # workflow name -> the active version this process last read
@@ -102,16 +101,6 @@ LEASED_CTES = _CTES.format(
 )
 _INSERT = f"WITH {_QUEUED_CTES} SELECT i.id, pg_notify('{CHANNEL}', '') FROM i"
 _INSERT_LEASED = f"WITH {LEASED_CTES} SELECT i.id, t.id FROM i, t"
-
-
-@dataclass(frozen=True)
-class Lease:
-    """The caller's lease on a task created leased (services.instance_run_here)."""
-
-    owner: str
-    seconds: float
-    recovery_attempts: int = 1  # a claim without progress, as claim_next counts one
-    fingerprint: str = ""  # the run's code fingerprint, recorded with the instance
 
 
 def insert(instance: WorkflowInstance, now) -> bool:

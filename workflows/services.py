@@ -52,6 +52,7 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
+from workflows.runner.claim import Lease
 from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
 
@@ -156,7 +157,7 @@ def _new_instance(
     )
 
 
-def _save_new(instance: WorkflowInstance, now, lease: create_statement.Lease | None = None):
+def _save_new(instance: WorkflowInstance, now, lease: Lease | None = None):
     """Insert the instance, its label rows and its first task (in the caller's transaction);
     returns the task. `lease`: the task is leased to its owner at once, as a claim would."""
     if lease is not None:
@@ -286,7 +287,7 @@ def instance_run_here(
     dbclock.sync_if_stale()  # a runner does it before each claim
     now = runtime.now()
     limits.check_priority(priority)
-    lease = create_statement.Lease(owner or runner.default_owner(), runner.lease_seconds())
+    lease = Lease(owner or runner.default_owner(), runner.lease_seconds())
     version = create_statement.known_active(workflow_name)
     if version is not None and create_statement.applies():
         instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)

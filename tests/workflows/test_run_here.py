@@ -4,6 +4,11 @@ active version, a refused duplicate id that writes nothing, a lease the runners 
 left to the runners, and every boundary durable. On PostgreSQL outside a transaction, the
 create, the claim and the first boundary are one statement. Counts, never times."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.db import transaction
 
@@ -154,3 +159,26 @@ def test_create_claim_and_first_boundary_are_one_round_trip(harness):
         trips.uninstall()
     # create + claim + "which" starts; "which" done and the instance complete
     assert trips.get("-", "round trips") == 2
+
+
+_FRESH_IMPORT = """
+import sys, django
+django.setup()
+import workflows
+for name in [m for m in sys.modules if m.startswith(("workflows.runner", "workflows.services"))]:
+    del sys.modules[name]
+for name in [m for m in sys.modules if m == "workflows.create_statement"]:
+    del sys.modules[name]
+for attr in ("runner", "services", "create_statement"):
+    workflows.__dict__.pop(attr, None)
+import workflows.create_statement  # first: it reaches the runner package, which reaches it back
+"""
+
+
+def test_the_create_statement_module_imports_before_the_runner():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_IMPORT], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

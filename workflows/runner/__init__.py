@@ -13,10 +13,9 @@ from django.conf import settings
 from ops import tracing
 from ops.request_id import log_context, reset_request_id, set_request_id
 from workflows import dbclock, runtime, triggers
-from workflows.create_statement import Lease
 from workflows.models import TaskKind
 from workflows.runner import storage_faults
-from workflows.runner.claim import Claim, Loaded, claim_next, release_after_fault
+from workflows.runner.claim import Claim, Lease, Loaded, claim_next, release_after_fault
 from workflows.runner.claim import next_due_at as next_task_due_at
 from workflows.runner.execute import NOT_CREATED, Budget, execute, roundtrip
 from workflows.runner.persist import Creating

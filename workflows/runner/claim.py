@@ -54,6 +54,17 @@ class Claim:
         return now + timedelta(seconds=self.lease_seconds)
 
 
+@dataclass(frozen=True)
+class Lease:
+    """The caller's lease on a task created leased (services.instance_run_here:
+    the create is its claim)."""
+
+    owner: str
+    seconds: float
+    recovery_attempts: int = 1  # a claim without progress, as claim_next counts one
+    fingerprint: str = ""  # the run's code fingerprint, recorded with the instance
+
+
 @dataclass
 class Loaded:
     workflow_name: str

@@ -42,7 +42,7 @@ from workflows.models import (
     WorkflowTask,
 )
 from workflows.runner import pgwire, storage_faults
-from workflows.runner.claim import DB_NOW, Claim, db_now_param
+from workflows.runner.claim import DB_NOW, Claim, Lease, db_now_param
 from workflows.runner.wake import CHANNEL, NOTIFY_SQL
 
 
@@ -133,7 +133,7 @@ class Creating:
 
     instance: WorkflowInstance  # validated, unsaved, of the version create_statement knew
     now: datetime
-    lease: create_statement.Lease
+    lease: Lease
     claim: Claim | None = None  # the run's claim, with its pks, once the instance exists
 
 
