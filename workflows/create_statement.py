@@ -82,23 +82,22 @@ _CTES = """d AS (
 )"""
 _FREE = "'',\n        NULL, 0, 0, 0,"
 _LEASED = f"%s,\n        {DB_NOW} + make_interval(secs => %s), 1, 1, %s,"
-_QUEUED_CTES = _CTES.format(
-    active=Status.ACTIVE,
-    fingerprint="''",
-    started="NULL",
-    start=TaskKind.START,
-    now=DB_NOW,
-    lease=_FREE,
-)
+
+
+def _ctes(*, fingerprint: str, started: str, lease: str) -> str:
+    return _CTES.format(
+        active=Status.ACTIVE,
+        start=TaskKind.START,
+        now=DB_NOW,
+        fingerprint=fingerprint,
+        started=started,
+        lease=lease,
+    )
+
+
+_QUEUED_CTES = _ctes(fingerprint="''", started="NULL", lease=_FREE)
 # Leased: the run's code fingerprint and started_at are written with the row.
-LEASED_CTES = _CTES.format(
-    active=Status.ACTIVE,
-    fingerprint="%s",
-    started="%s",
-    start=TaskKind.START,
-    now=DB_NOW,
-    lease=_LEASED,
-)
+LEASED_CTES = _ctes(fingerprint="%s", started="%s", lease=_LEASED)
 _INSERT = f"WITH {_QUEUED_CTES} SELECT i.id, pg_notify('{CHANNEL}', '') FROM i"
 _INSERT_LEASED = f"WITH {LEASED_CTES} SELECT i.id, t.id FROM i, t"
 

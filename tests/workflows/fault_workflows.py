@@ -20,6 +20,13 @@ def mark(trace: str, instance_id: str, what: str) -> None:
         f.write(f"{instance_id} {what} {server:.3f} {os.getpid()}\n")
 
 
+def mark_and_count(trace: str, instance_id: str, what: str) -> int:
+    """mark(), then how many `what` marks of the instance the trace holds, this one included."""
+    mark(trace, instance_id, what)
+    with open(trace) as f:
+        return sum(1 for line in f if line.startswith(f"{instance_id} {what} "))
+
+
 @workflow(name="fault-long-step")
 def long_step(event, step):
     """One step of params["seconds"], longer than the lease: the runner must keep renewing."""
@@ -47,10 +54,7 @@ def retry_once(event, step):
     p = event.payload
 
     def flaky():
-        mark(p["trace"], event.instance_id, "attempt")
-        with open(p["trace"]) as f:
-            attempts = sum(1 for line in f if line.startswith(f"{event.instance_id} attempt "))
-        if attempts == 1:
+        if mark_and_count(p["trace"], event.instance_id, "attempt") == 1:
             raise RuntimeError("first attempt fails")
 
     retries = {"limit": 1, "delay": f"{p['seconds']} seconds", "backoff": "constant"}
@@ -100,9 +104,7 @@ def dies_first(event, step):
     p = event.payload
 
     def first():
-        mark(p["trace"], event.instance_id, "first")
-        with open(p["trace"]) as f:
-            runs = sum(1 for line in f if line.startswith(f"{event.instance_id} first "))
+        runs = mark_and_count(p["trace"], event.instance_id, "first")
         if runs <= p["deaths"]:
             os.kill(os.getpid(), signal.SIGKILL)
         return runs
