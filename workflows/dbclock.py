@@ -16,7 +16,6 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
 from workflows import runtime
@@ -61,11 +60,3 @@ def due_now(now: datetime):
     if connection.vendor == "postgresql" and runtime.current().follows_database:
         return Now()
     return now
-
-
-def due_in(now: datetime, seconds: float):
-    """due_now(now) plus `seconds` (a lease's end, judged by the same clock as a claim's)."""
-    start = due_now(now)
-    if isinstance(start, datetime):
-        return start + timedelta(seconds=seconds)
-    return ExpressionWrapper(start + timedelta(seconds=seconds), output_field=DateTimeField())

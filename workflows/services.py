@@ -52,7 +52,7 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
-from workflows.runner.claim import Lease
+from workflows.runner.claim import Lease, lease_clock, lease_end
 from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
 
@@ -170,7 +170,8 @@ def _save_new(instance: WorkflowInstance, now, lease: Lease | None = None):
         )
     task = _new_task(instance, now)
     if lease is not None:
-        task.lock_owner, task.locked_until = lease.owner, dbclock.due_in(now, lease.seconds)
+        lease_now, _ = lease_clock()  # the clock a claim's lease is judged by
+        task.lock_owner, task.locked_until = lease.owner, lease_end(lease_now, lease.seconds)
         task.fencing_token, task.claims = 1, 1
         task.recovery_attempts = lease.recovery_attempts
     task.save(force_insert=True)

@@ -436,16 +436,21 @@ def next_due_at() -> datetime | None:
     )
 
 
+def lease_end(lease_now, seconds: float):
+    """A lease of `seconds` from lease_clock()'s first value, as a value or an expression."""
+    until = lease_now + timedelta(seconds=seconds)
+    if isinstance(lease_now, Now):
+        until = ExpressionWrapper(until, output_field=DateTimeField())
+    return until
+
+
 def renew(claim: Claim) -> bool:
     """Extend our lease; False when it is no longer ours (expired, reclaimed, restarted)."""
     lease_now, _ = lease_clock()
-    until = lease_now + timedelta(seconds=claim.lease_seconds)
-    if isinstance(lease_now, Now):
-        until = ExpressionWrapper(until, output_field=DateTimeField())
     return (
         WorkflowTask.objects.filter(
             pk=claim.task_pk, fencing_token=claim.fencing_token, locked_until__gt=lease_now
-        ).update(locked_until=until)
+        ).update(locked_until=lease_end(lease_now, claim.lease_seconds))
         == 1
     )
 
