@@ -14,14 +14,17 @@ Spans (names and attributes are the contract operators build dashboards on):
 """
 
 import importlib.util
-from contextlib import contextmanager
+import os
+from contextlib import contextmanager, nullcontext
 
 _UNSET = object()
 _api = _UNSET  # the opentelemetry modules once looked up, or None when not installed
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER"  # the API's own setting: a provider by name
+_provider_named_by_env = False  # read once, with the modules
 
 
 def _otel():
-    global _api
+    global _api, _provider_named_by_env
     if _api is _UNSET:
         try:
             found = importlib.util.find_spec("opentelemetry.trace") is not None
@@ -33,6 +36,7 @@ def _otel():
             from opentelemetry import propagate, trace
 
             _api = (trace, propagate)
+            _provider_named_by_env = _ENV_PROVIDER in os.environ
     return _api
 
 
@@ -49,6 +53,12 @@ def _recording():
     if api is None:
         return None
     trace = api[0]
+    # While no provider is set, get_tracer_provider() looks its environment variable up on every
+    # call (os.environ raises and catches a KeyError): about a microsecond and a half, eight
+    # times a workflow run. The API keeps the provider it is given in _TRACER_PROVIDER, set once
+    # and never unset; reading that is free, and if a release renames it the public call decides.
+    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _provider_named_by_env:
+        return None
     if isinstance(
         trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
     ):
@@ -56,15 +66,21 @@ def _recording():
     return api
 
 
-@contextmanager
+_NO_SPAN = nullcontext()  # reusable: `with` on it yields None
+
+
 def span(name: str, attributes: dict | None = None, *, links=(), server: bool = False):
     """A span around the block (None without the extra). Exceptions are not recorded as errors
     by themselves: the engine unwinds suspended runs with an exception, so callers set the
     outcome attribute and, for real failures, `fail()`."""
     api = _recording()
     if api is None:
-        yield None
-        return
+        return _NO_SPAN
+    return _recorded_span(api, name, attributes, links, server)
+
+
+@contextmanager
+def _recorded_span(api, name: str, attributes: dict | None, links, server: bool):
     trace, _ = api
     tracer = trace.get_tracer("vitalflow")
     kind = trace.SpanKind.SERVER if server else trace.SpanKind.INTERNAL

@@ -181,13 +181,13 @@ print(json.dumps({
 """
 
 
-def run_check(script: str) -> dict:
+def run_check(script: str, **env: str) -> dict:
     """Run `script` in a fresh interpreter (its own imports, no provider set by this session)
     and return the JSON object its last line prints."""
     out = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
-        env={"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"},
+        env={"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -221,3 +221,36 @@ def test_with_the_api_but_no_sdk_configured_spans_cost_nothing():
     """The API alone would answer non-recording spans that export nothing: the runner opens
     several per run, so span() yields None until an application sets a TracerProvider."""
     assert run_check(CHECK_NO_PROVIDER) == {"enabled": False, "span": None}
+
+
+CHECK_PROVIDER_SET_LATER = """
+import json
+import django
+django.setup()
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from ops import tracing
+with tracing.span("before") as before:
+    pass
+trace.set_tracer_provider(TracerProvider())
+with tracing.span("after") as after:
+    pass
+print(json.dumps({"before": before, "after": type(after).__name__, "enabled": tracing.enabled()}))
+"""
+
+
+def test_a_provider_set_after_the_first_span_records_the_next_ones():
+    """span() asks afresh each time whether a provider is set: one configured after the
+    process started (an application's own setup, a test) is used from then on."""
+    assert run_check(CHECK_PROVIDER_SET_LATER) == {
+        "before": None,
+        "after": "_Span",
+        "enabled": True,
+    }
+
+
+def test_a_provider_named_by_the_environment_records_spans():
+    """OTEL_PYTHON_TRACER_PROVIDER names a provider by its entry point, as OpenTelemetry's own
+    setting: spans record with no code setting one."""
+    found = run_check(CHECK_NO_PROVIDER, OTEL_PYTHON_TRACER_PROVIDER="sdk_tracer_provider")
+    assert found == {"enabled": True, "span": "_Span"}
