@@ -1,6 +1,6 @@
 """Workflow engine benchmark on PostgreSQL: vitalflow side by side with DBOS Transact.
 
-    .venv/bin/python bench/workflows.py            # everything (about 5 minutes)
+    .venv/bin/python bench/workflows.py            # everything (about 7 minutes)
     .venv/bin/python bench/workflows.py --quick    # smaller counts
     .venv/bin/python bench/workflows.py --only throughput   # or sequential, wake, capped, cron, gc
     .venv/bin/python bench/workflows.py --only makerun --db sqlite   # or postgres (default both)
@@ -14,7 +14,9 @@ trips and statements per step (bench/pgcost.py), PostgreSQL CPU and wall time of
 run's statements (create, claim, the 4 boundaries; a separate run of half as many workflows,
 since timing each statement costs the runner CPU), the same CPU per step boundary, and the
 commit floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run:
-the steps/s that commit waits alone allow, and the CPU PostgreSQL spends on that INSERT); throughput of 1, 2 and 4 `runworkflows`
+the steps/s that commit waits alone allow, and the CPU PostgreSQL spends on that INSERT), then
+--pairs (default 4) alternating pairs of instance_run_here and DBOS children, ABBA, with the
+median of their ratios (steadier than one ratio of two runs a minute apart); throughput of 1, 2 and 4 `runworkflows`
 processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
@@ -324,6 +326,30 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
 # boundary before step 1. Boundaries per run: 3 before steps + completion.
 SYNC_COMMITS_PER_RUN = {"vitalflow": 5, "vitalflow-here": 4}
 BOUNDARIES_PER_RUN = 4
+
+
+def paired(n: int, pairs: int, *, async_commit: bool) -> None:
+    """instance_run_here and DBOS in alternating children (ABBA), each pair a few seconds
+    apart: this machine's speed drifts by tens of percent over minutes, so a ratio of two
+    measurements a minute apart is noisier than the median of paired ones."""
+    ratios = []
+    for i in range(pairs):
+        order = ("vitalflow-here", "dbos") if i % 2 == 0 else ("dbos", "vitalflow-here")
+        steps = {}
+        for system in order:
+            result = run_child(system, n, async_commit=async_commit)
+            steps[system] = 3 * n / result["seconds"]
+        ratios.append(steps["vitalflow-here"] / steps["dbos"])
+        print(
+            f"  pair {i + 1}: vitalflow-here {steps['vitalflow-here']:7.1f} steps/s, dbos "
+            f"{steps['dbos']:6.1f} steps/s -> {ratios[-1]:.2f}x"
+        )
+    ratios.sort()
+    median = (ratios[(pairs - 1) // 2] + ratios[pairs // 2]) / 2
+    print(
+        f"  vitalflow-here/DBOS steps/s over {pairs} alternating pairs: median {median:.2f}x, "
+        f"range {ratios[0]:.2f}-{ratios[-1]:.2f}x (target 5x)"
+    )
 
 
 def commit_round_trip(count: int = 300) -> tuple[float, float]:
@@ -1124,6 +1150,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=45.0, help="makerun: idle CPU window, s")
     parser.add_argument("--faults", action="store_true", help="fault figures only")
     parser.add_argument(
+        "--pairs", type=int, default=4, help="sequential: alternating vitalflow-here/DBOS pairs"
+    )
+    parser.add_argument(
         "--child",
         choices=["vitalflow", "vitalflow-here", "dbos", "dbos-worker", "makerun"],
         help=argparse.SUPPRESS,
@@ -1193,6 +1222,9 @@ def main() -> None:
             )
         if runs and not async_commit:
             commit_floor(runs, theirs)
+        if has_dbos and args.pairs:
+            print(f"  Alternating pairs of {sequential_n} workflows each:")
+            paired(sequential_n, args.pairs, async_commit=async_commit)
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
         figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}
