@@ -120,7 +120,10 @@ class GraphToken(models.Model):
     """One visit of a node by a run: where it is, how it got there (parent token, fan-out
     transition and branch), and how it ended."""
 
-    run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="tokens")
+    # No index of its own: graph_token_unique_path (run, engine_run, path_id) serves it.
+    run = models.ForeignKey(
+        GraphRun, on_delete=models.CASCADE, related_name="tokens", db_index=False
+    )
     # The engine run (instance run_number) that made the row: a restart replays the graph from
     # the start, and its tokens and events sit beside the earlier run's instead of clashing.
     engine_run = models.PositiveIntegerField(default=1)
@@ -171,7 +174,10 @@ class GraphRunEvent(models.Model):
     deterministically, so a replay regenerates the same ones; the unique constraint turns any
     disagreement into a loud error instead of a silently reordered history."""
 
-    run = models.ForeignKey(GraphRun, on_delete=models.CASCADE, related_name="run_events")
+    # No index of its own: graph_run_event_sequence (run, engine_run, sequence_number) serves it.
+    run = models.ForeignKey(
+        GraphRun, on_delete=models.CASCADE, related_name="run_events", db_index=False
+    )
     engine_run = models.PositiveIntegerField(default=1)  # see GraphToken.engine_run
     sequence_number = models.PositiveIntegerField()
     type = models.CharField(max_length=32, choices=RunEventType.choices)

@@ -124,8 +124,12 @@ class RawEvent(models.Model):
 class TerraConnection(models.Model):
     """A user's link to one wearable provider through Terra (auth webhook / subscriptions)."""
 
+    # No index of its own: terra_conn_user (user, deactivated_at) serves user lookups.
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="terra_connections"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="terra_connections",
+        db_index=False,
     )
     terra_user_id = models.CharField(max_length=64, unique=True)
     provider = models.CharField(max_length=64)
@@ -152,7 +156,11 @@ class TerraConnection(models.Model):
 class TypedRow(models.Model):
     """Common columns of the normalized tables; `updated_at` drives /v1/sync."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # No index of its own: every typed table's unique record key and its (user, updated_at)
+    # sync index start with user, so a per-user index would only cost each row an entry.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     source = models.CharField(max_length=64, help_text="provider lower-cased, e.g. garmin")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -297,11 +305,22 @@ class TraceEvent(models.Model):
     """One step of a delivery's journey (webhook_received, queue_published, normalized, …)."""
 
     request_id = models.CharField(max_length=128, blank=True, default="")
+    # No indexes of their own: trace_raw_event and trace_user below start with them.
     raw_event = models.ForeignKey(
-        RawEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="traces"
+        RawEvent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="traces",
+        db_index=False,
     )
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
     )
     level = models.CharField(max_length=10, choices=TraceLevel.choices, default=TraceLevel.INFO)
     event = models.CharField(max_length=64)
@@ -325,8 +344,12 @@ class TraceEvent(models.Model):
 class ImportJob(models.Model):
     """A user's historical import (POST /v1/import): what was asked of Terra and how far it got."""
 
+    # No index of its own: import_jobs_user (user, created_at) serves it.
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="import_jobs",
+        db_index=False,
     )
     days = models.PositiveIntegerField()
     start_date = models.DateField()

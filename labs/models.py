@@ -18,8 +18,12 @@ class LabUpload(models.Model):
     does not arrive within LAB_REPORT_TIMEOUT)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No index of its own: lab_uploads_user (user, created_at) serves it.
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="lab_uploads"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="lab_uploads",
+        db_index=False,
     )
     storage_key = models.CharField(max_length=500)
     original_name = models.CharField(max_length=255, blank=True, default="")
@@ -55,8 +59,12 @@ class BiomarkerStatus(models.TextChoices):
 
 
 class Biomarker(models.Model):
+    # No index of its own: biomarkers_unique and the other user indexes start with user.
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="biomarkers"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="biomarkers",
+        db_index=False,
     )
     source = models.CharField(max_length=64, help_text="terra_lab, or <provider>_body")
     code = models.CharField(max_length=100, help_text="canonical code (raw code when unmapped)")

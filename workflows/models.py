@@ -163,8 +163,9 @@ class WorkflowInstanceLabel(models.Model):
     """One label of an instance; selectors.instances_for_list filters through the
     (key, value, instance) index, one subquery per requested label (AND)."""
 
+    # No index of its own: workflow_label_unique_key (instance, key) serves instance lookups.
     instance = models.ForeignKey(
-        WorkflowInstance, on_delete=models.CASCADE, related_name="label_rows"
+        WorkflowInstance, on_delete=models.CASCADE, related_name="label_rows", db_index=False
     )
     key = models.CharField(max_length=32)
     value = models.CharField(max_length=64)
