@@ -13,7 +13,9 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db
 
 
 @pytest.fixture
-def runners(tmp_path):
+def runners(
+    tmp_path, transactional_db
+):  # the database outlives the runners (see test_runner_processes)
     started = Runners(tmp_path)
     yield started
     started.stop_all()

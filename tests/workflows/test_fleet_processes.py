@@ -15,7 +15,7 @@ from tests.workflows.test_runner_processes import MODULES, runners, wait_for  # 
 from workflows import services
 from workflows.models import WorkflowInstance
 
-pytestmark = [pytest.mark.postgres_only, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 FLEET_MODULES = MODULES + ",tests.workflows.fleet_workflows"
 
 

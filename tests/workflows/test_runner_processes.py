@@ -21,8 +21,11 @@ MODULES = "tests.workflows.sample_workflows"
 
 
 @pytest.fixture
-def runners(tmp_path):
-    """runners.start(lease=2) → a Popen of `manage.py runworkflows` on the test database."""
+def runners(tmp_path, transactional_db):
+    """runners.start(lease=2) → a Popen of `manage.py runworkflows` on the test database.
+
+    It asks for the database first, so pytest tears the database down (a TRUNCATE) only after
+    every runner is killed: a runner still claiming during the flush deadlocked it."""
     started: list[subprocess.Popen] = []
 
     class Runners:
