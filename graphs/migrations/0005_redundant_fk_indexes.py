@@ -1,11 +1,13 @@
-"""Foreign keys whose own index repeats the leading column of another index of the table
-(tests/ops/test_schema.py): the wider index serves every lookup, the narrow one only cost each
-insert an entry. As in workflows 0013, only the indexes are dropped (Django names them the same
-on PostgreSQL and SQLite); letting AlterField do it would drop and re-validate the foreign keys
-too, a scan of the whole table. Reversing creates them again."""
+"""Foreign-key indexes another index of the table serves: see
+workflows/migrations/0014_redundant_fk_indexes.py."""
 
 import django.db.models.deletion
 from django.db import migrations, models
+
+DROPPED = (  # (index, table, column)
+    ("graph_token_run_id_517610e8", "graph_token", "run_id"),
+    ("graph_run_event_run_id_6ca070c8", "graph_run_event", "run_id"),
+)
 
 
 class Migration(migrations.Migration):
@@ -39,13 +41,10 @@ class Migration(migrations.Migration):
             ],
             database_operations=[
                 migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "graph_token_run_id_517610e8"',
-                    'CREATE INDEX IF NOT EXISTS "graph_token_run_id_517610e8" ON "graph_token" ("run_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "graph_run_event_run_id_6ca070c8"',
-                    'CREATE INDEX IF NOT EXISTS "graph_run_event_run_id_6ca070c8" ON "graph_run_event" ("run_id")',
-                ),
+                    f'DROP INDEX IF EXISTS "{name}"',
+                    f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("{column}")',
+                )
+                for name, table, column in DROPPED
             ],
         ),
     ]

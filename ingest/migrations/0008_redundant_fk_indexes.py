@@ -1,12 +1,19 @@
-"""Foreign keys whose own index repeats the leading column of another index of the table
-(tests/ops/test_schema.py): the wider index serves every lookup, the narrow one only cost each
-insert an entry. As in workflows 0013, only the indexes are dropped (Django names them the same
-on PostgreSQL and SQLite); letting AlterField do it would drop and re-validate the foreign keys
-too, a scan of the whole table. Reversing creates them again."""
+"""Foreign-key indexes another index of the table serves: see
+workflows/migrations/0014_redundant_fk_indexes.py."""
 
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+
+DROPPED = (  # (index, table, column)
+    ("terra_connections_user_id_2abeebcf", "terra_connections", "user_id"),
+    ("daily_summary_user_id_2e194b9d", "daily_summary", "user_id"),
+    ("sleep_sessions_user_id_9c95caf0", "sleep_sessions", "user_id"),
+    ("activities_user_id_8e415daf", "activities", "user_id"),
+    ("trace_events_raw_event_id_c75c3d07", "trace_events", "raw_event_id"),
+    ("trace_events_user_id_5cc42bd1", "trace_events", "user_id"),
+    ("import_jobs_user_id_d08f01f9", "import_jobs", "user_id"),
+)
 
 
 class Migration(migrations.Migration):
@@ -95,33 +102,10 @@ class Migration(migrations.Migration):
             ],
             database_operations=[
                 migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "terra_connections_user_id_2abeebcf"',
-                    'CREATE INDEX IF NOT EXISTS "terra_connections_user_id_2abeebcf" ON "terra_connections" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "daily_summary_user_id_2e194b9d"',
-                    'CREATE INDEX IF NOT EXISTS "daily_summary_user_id_2e194b9d" ON "daily_summary" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "sleep_sessions_user_id_9c95caf0"',
-                    'CREATE INDEX IF NOT EXISTS "sleep_sessions_user_id_9c95caf0" ON "sleep_sessions" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "activities_user_id_8e415daf"',
-                    'CREATE INDEX IF NOT EXISTS "activities_user_id_8e415daf" ON "activities" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "trace_events_raw_event_id_c75c3d07"',
-                    'CREATE INDEX IF NOT EXISTS "trace_events_raw_event_id_c75c3d07" ON "trace_events" ("raw_event_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "trace_events_user_id_5cc42bd1"',
-                    'CREATE INDEX IF NOT EXISTS "trace_events_user_id_5cc42bd1" ON "trace_events" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "import_jobs_user_id_d08f01f9"',
-                    'CREATE INDEX IF NOT EXISTS "import_jobs_user_id_d08f01f9" ON "import_jobs" ("user_id")',
-                ),
+                    f'DROP INDEX IF EXISTS "{name}"',
+                    f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("{column}")',
+                )
+                for name, table, column in DROPPED
             ],
         ),
     ]

@@ -1,12 +1,14 @@
-"""Foreign keys whose own index repeats the leading column of another index of the table
-(tests/ops/test_schema.py): the wider index serves every lookup, the narrow one only cost each
-insert an entry. As in workflows 0013, only the indexes are dropped (Django names them the same
-on PostgreSQL and SQLite); letting AlterField do it would drop and re-validate the foreign keys
-too, a scan of the whole table. Reversing creates them again."""
+"""Foreign-key indexes another index of the table serves: see
+workflows/migrations/0014_redundant_fk_indexes.py."""
 
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
+
+DROPPED = (  # (index, table, column)
+    ("lab_uploads_user_id_1af686e2", "lab_uploads", "user_id"),
+    ("biomarkers_user_id_4c702331", "biomarkers", "user_id"),
+)
 
 
 class Migration(migrations.Migration):
@@ -41,13 +43,10 @@ class Migration(migrations.Migration):
             ],
             database_operations=[
                 migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "lab_uploads_user_id_1af686e2"',
-                    'CREATE INDEX IF NOT EXISTS "lab_uploads_user_id_1af686e2" ON "lab_uploads" ("user_id")',
-                ),
-                migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "biomarkers_user_id_4c702331"',
-                    'CREATE INDEX IF NOT EXISTS "biomarkers_user_id_4c702331" ON "biomarkers" ("user_id")',
-                ),
+                    f'DROP INDEX IF EXISTS "{name}"',
+                    f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("{column}")',
+                )
+                for name, table, column in DROPPED
             ],
         ),
     ]

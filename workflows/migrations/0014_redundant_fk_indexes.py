@@ -7,6 +7,10 @@ too, a scan of the whole table. Reversing creates them again."""
 import django.db.models.deletion
 from django.db import migrations, models
 
+DROPPED = (  # (index, table, column)
+    ("workflow_instance_label_instance_id_e4d189ca", "workflow_instance_label", "instance_id"),
+)
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -29,9 +33,10 @@ class Migration(migrations.Migration):
             ],
             database_operations=[
                 migrations.RunSQL(
-                    'DROP INDEX IF EXISTS "workflow_instance_label_instance_id_e4d189ca"',
-                    'CREATE INDEX IF NOT EXISTS "workflow_instance_label_instance_id_e4d189ca" ON "workflow_instance_label" ("instance_id")',
-                ),
+                    f'DROP INDEX IF EXISTS "{name}"',
+                    f'CREATE INDEX IF NOT EXISTS "{name}" ON "{table}" ("{column}")',
+                )
+                for name, table, column in DROPPED
             ],
         ),
     ]
