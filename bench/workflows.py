@@ -16,8 +16,8 @@ since timing each statement costs the runner CPU), the same CPU per step boundar
 commit floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run:
 the steps/s that commit waits alone allow, and the CPU PostgreSQL spends on that INSERT), then
 --pairs (default 4) alternating pairs of instance_run_here and DBOS children, ABBA, with the
-median of their ratios (steadier than one ratio of two runs a minute apart); throughput of 1, 2 and 4 `runworkflows`
-processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
+median of their ratios (steadier than one ratio of two runs a minute apart); throughput of 1, 2
+and 4 `runworkflows` processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
 the runner processes and of their PostgreSQL backends (from /proc), steadier than wall time on a
@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -344,11 +345,9 @@ def paired(n: int, pairs: int, *, async_commit: bool) -> None:
             f"  pair {i + 1}: vitalflow-here {steps['vitalflow-here']:7.1f} steps/s, dbos "
             f"{steps['dbos']:6.1f} steps/s -> {ratios[-1]:.2f}x"
         )
-    ratios.sort()
-    median = (ratios[(pairs - 1) // 2] + ratios[pairs // 2]) / 2
     print(
-        f"  vitalflow-here/DBOS steps/s over {pairs} alternating pairs: median {median:.2f}x, "
-        f"range {ratios[0]:.2f}-{ratios[-1]:.2f}x (target 5x)"
+        f"  vitalflow-here/DBOS steps/s over {pairs} alternating pairs: median "
+        f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x (target 5x)"
     )
 
 

@@ -15,9 +15,8 @@ TEN_MINUTES = 600
 
 
 @pytest.fixture
-def runners(
-    tmp_path, transactional_db
-):  # the database outlives the runners (see test_runner_processes)
+def runners(tmp_path, transactional_db):
+    """Asks for the database first: it is flushed only after the runners are killed."""
     if faketime_env(0) is None:
         pytest.skip("libfaketime is not installed (apt-get install faketime; .ci/run does)")
     started = Runners(tmp_path)

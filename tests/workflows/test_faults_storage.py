@@ -13,9 +13,8 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db
 
 
 @pytest.fixture
-def runners(
-    tmp_path, transactional_db
-):  # the database outlives the runners (see test_runner_processes)
+def runners(tmp_path, transactional_db):
+    """Asks for the database first: it is flushed only after the runners are killed."""
     started = Runners(tmp_path)
     yield started
     started.stop_all()
