@@ -105,6 +105,17 @@ def commits(name: str) -> int:
     return int(row[0])
 
 
+WAL_COUNTERS = ("records", "full-page images", "bytes")
+
+
+def wal_written() -> tuple[int, int, int]:
+    """The server's WAL counters (pg_stat_wal: the whole server, so autovacuum's share is in it
+    too; the bench database is the only one at work during a run)."""
+    with admin_connect() as conn:
+        row = conn.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal").fetchone()
+    return tuple(int(value) for value in row)
+
+
 SAMPLE_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows,tests.workflows.fleet_workflows"
 # Runners measured on noop3 load no capped workflow: a deployment that caps any workflow claims
 # through the capped statement for all of them (workflows.runner.claim), measured separately.
@@ -259,7 +270,7 @@ def child_dbos(n: int, url: str) -> dict:
 def run_child(system: str, n: int, *, async_commit: bool, per_statement: bool = False) -> dict:
     """`system`: dbos, vitalflow (create + runner's claim) or vitalflow-here (instance_run_here)."""
     database = dbos_database() if system == "dbos" else urlsplit(db_url()).path.lstrip("/")
-    before = commits(database)
+    before, wal_before = commits(database), wal_written()
     cmd = [sys.executable, __file__, "--child", system, "--n", str(n)]
     if async_commit:
         cmd.append("--async-commit")
@@ -273,6 +284,7 @@ def run_child(system: str, n: int, *, async_commit: bool, per_statement: bool = 
     time.sleep(0.7)  # the child's backends flush their statistics when they exit
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["commits"] = commits(database) - before
+    result["wal"] = [after - was for after, was in zip(wal_written(), wal_before, strict=True)]
     return result
 
 
@@ -310,6 +322,16 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         f"             per step: runner {trips['runner'] / steps:.2f} round trips "
         f"({statements['runner'] / steps:.2f} statements), client (create) "
         f"{trips['client'] / steps:.2f} ({statements['client'] / steps:.2f})"
+    )
+    wal = {
+        counter: (full_count - idle_count) / n
+        for counter, full_count, idle_count in zip(
+            WAL_COUNTERS, full["wal"], idle["wal"], strict=True
+        )
+    }
+    print(
+        f"             WAL per workflow: {wal['records']:.1f} records, {wal['bytes']:,.0f} bytes, "
+        f"{wal['full-page images']:.2f} full-page images"
     )
     if system.startswith("vitalflow"):
         timed = run_child(system, n // 2, async_commit=async_commit, per_statement=True)
