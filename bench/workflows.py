@@ -377,8 +377,6 @@ def commit_round_trip(count: int = 300) -> tuple[float, float]:
     """Median wall time (ms) of a one-row INSERT committed in autocommit on the bench database,
     the least a synchronous commit of this server costs, round trip and WAL flush included; and
     the mean CPU (us) its backend spent on one."""
-    import statistics
-
     import psycopg
 
     from bench.pgcost import on_cpu_ns
