@@ -16,7 +16,9 @@ since timing each statement costs the runner CPU), the same CPU per step boundar
 commit floor (this server's INSERT + COMMIT round trip times the 5 synchronous commits of a run:
 the steps/s that commit waits alone allow, and the CPU PostgreSQL spends on that INSERT), then
 --pairs (default 4) alternating pairs of instance_run_here and DBOS children, ABBA, with the
-median of their ratios (steadier than one ratio of two runs a minute apart); throughput of 1, 2
+median of their ratios (steadier than one ratio of two runs a minute apart), and what the commit
+wait costs (the single runs with it on less those with it off: wall time per step for each
+system, and per synchronous commit, wall and PostgreSQL CPU, for ours); throughput of 1, 2
 and 4 `runworkflows` processes and of 2 processes x 4 threads over 2,000 instances with the claim rate every 2 s,
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
@@ -311,6 +313,7 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
         return figures
     cpu = {part: 1000 * used / steps for part, used in full["cpu"].items()}
     figures["machine CPU ms/step"] = cpu["runner"] + cpu["postgres"]
+    figures["PostgreSQL CPU ms/step"] = cpu["postgres"]
     trips, statements = full["round trips"], full["statements"]
     # DBOS runs a workflow in its caller: its process CPU is all "runner".
     print(
@@ -349,6 +352,24 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
 # boundary before step 1. Boundaries per run: 3 before steps + completion.
 SYNC_COMMITS_PER_RUN = {"vitalflow": 5, "vitalflow-here": 4}
 BOUNDARIES_PER_RUN = 4
+
+
+def commit_wait_cost(on: dict, off: dict) -> None:
+    """What waiting for the WAL flush costs, from the two single runs (on less off): wall time
+    per step for each system, and per synchronous commit for ours, wall and PostgreSQL CPU (the
+    backend does the flush itself; on a VM that is CPU too, bench/README.md)."""
+    print("\nThe commit wait (synchronous_commit on less off, single runs above):")
+    for system in [system for system in on if system in off]:
+        wall = 1000 / on[system]["steps/s"] - 1000 / off[system]["steps/s"]
+        line = f"  {system:<14} {wall:.2f} ms a step"
+        if system in SYNC_COMMITS_PER_RUN:
+            per_commit = 3 / SYNC_COMMITS_PER_RUN[system]
+            cpu = on[system]["PostgreSQL CPU ms/step"] - off[system]["PostgreSQL CPU ms/step"]
+            line += (
+                f"; per synchronous commit {wall * per_commit:.3f} ms wall, "
+                f"{1000 * cpu * per_commit:.0f} us PostgreSQL CPU"
+            )
+        print(line)
 
 
 def paired(n: int, pairs: int, *, async_commit: bool) -> None:
@@ -1220,6 +1241,7 @@ def main() -> None:
     if args.faults:
         faults()
         return
+    measured = {}  # async_commit -> {system: figures}, DBOS's included
     for async_commit in (False, True) if args.only in (None, "sequential") else ():
         reset_tables()
         reset_dbos()
@@ -1239,11 +1261,14 @@ def main() -> None:
                 f"{system} runner + PostgreSQL CPU per step {ours['machine CPU ms/step']:.2f} ms, "
                 f"DBOS {theirs['machine CPU ms/step']:.2f} ms"
             )
+        measured[async_commit] = {**runs, **({"dbos": theirs} if theirs else {})}
         if runs and not async_commit:
             commit_floor(runs, theirs)
         if has_dbos and args.pairs:
             print(f"  Alternating pairs of {sequential_n} workflows each:")
             paired(sequential_n, args.pairs, async_commit=async_commit)
+    if len(measured) == 2:
+        commit_wait_cost(measured[False], measured[True])
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
         figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}
