@@ -147,7 +147,7 @@ RUN_STATEMENTS = (
     "boundary between steps",
     "completion boundary",
 )
-# services.instance_run_here: the create, the claim and the first boundary are one statement.
+# runner/here.py's instance_run_here: the create, the claim and the first boundary are one statement.
 HERE_STATEMENTS = (
     "create + claim + boundary before step 1",
     "boundary between steps",
@@ -159,7 +159,7 @@ HERE_STATEMENTS = (
 def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) -> dict:
     """`per_statement`: also time each statement (two /proc reads each, which the runner's CPU
     would include, so the bench runs it as a separate, smaller child). `here`: each workflow is
-    created and run by services.instance_run_here in this process, as DBOS runs a workflow
+    created and run by instance_run_here (runner/here.py) in this process, as DBOS runs a workflow
     called directly; else instance_create (the client) and run_one (the runner)."""
     import django
 
@@ -170,6 +170,7 @@ def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) 
     from bench.pgcost import RoundTrips, StatementCosts, cpu_seconds
     from workflows import services
     from workflows.runner import default_owner, run_one
+    from workflows.runner.here import instance_run_here
 
     settings.WORKFLOWS_WAKE_TASKS = False
     owner = default_owner()
@@ -189,7 +190,7 @@ def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) 
             services.instance_create(workflow_name="noop3", instance_id=f"seq-{tag}-{i}")
         trips.phase, middle = "runner", time.process_time()
         if here:
-            made = services.instance_run_here(
+            made = instance_run_here(
                 workflow_name="noop3", instance_id=f"seq-{tag}-{i}", owner=owner
             )
             outcome = made.outcome

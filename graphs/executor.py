@@ -30,7 +30,7 @@ from graphs import actions, decisions, http_action, services, spec
 from graphs.errors import GraphError
 from graphs.models import GraphRun, GraphRunEvent, GraphToken
 from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime
-from workflows.runner.execute import error_dict
+from workflows.runner.results import error_dict
 
 # Projection rows (tokens, run events, context) trail the engine by about this long, or this
 # many events, whichever comes first; human/sleep/workflow nodes and the run's end write at once.

@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from ops import strict_json
 from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
-from workflows import labels, runtime, selectors, triggers
+from workflows import labels, runtime, selectors
 from workflows.authoring import registry
 from workflows.errors import WorkflowError
 from workflows.http import operations
@@ -424,7 +424,7 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
                     "load": load.get(name, idle),
                     "concurrency": definition.concurrency if definition else None,
                     "concurrency_key": definition.concurrency_key if definition else None,
-                    "schedules": triggers.describe(name)
+                    "schedules": selectors.schedules_describe(name)
                     if definition and definition.schedules
                     else [],
                     "versions": [

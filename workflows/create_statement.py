@@ -4,7 +4,7 @@ Through the ORM a create is six round trips (BEGIN, read the active version, INS
 instance, INSERT its task, NOTIFY, COMMIT). Here it is one prepared statement sent in
 autocommit, so it is its own transaction: data-modifying CTEs insert the instance, its label
 rows and its first task, and the final SELECT calls pg_notify, delivered on commit like the
-NOTIFY of tasks.schedule_wake (runner/wake.py).
+NOTIFY of schedule_wake (runner/wake.py).
 
 The active version is the one this process last saw active for the workflow (`_seen`, filled by
 services.instance_create's ORM path after workflow_active_version validated it). The statement
@@ -50,7 +50,7 @@ def known_active(name: str) -> int | None:
 # rows come from two arrays (keys, values) so every create shares one statement text, prepared
 # once per connection. run_at is DB_NOW: the server's clock, as dbclock.due_now gives the ORM
 # path, or the harness's manual time. The task is either free (a runner claims it) or, for
-# services.instance_run_here, leased at once to the caller, as a claim would (lease judged by
+# runner/here.py, leased at once to the caller, as a claim would (lease judged by
 # the server's clock, fencing token 1, a claim without progress counted).
 _CTES = """d AS (
     SELECT 1 FROM workflow_deployment WHERE workflow_name = %s AND active_version = %s

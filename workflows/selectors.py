@@ -4,11 +4,12 @@ Querysets are ordered by `id` so cursor pagination can use `id` as the cursor; t
 in models.py back each list. Nothing here writes.
 """
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import Count, Q, QuerySet
 
-from workflows import runtime
+from workflows import cron, runtime
 from workflows.authoring import registry
 from workflows.concurrency import split_group
 from workflows.errors import InstanceNotFound
@@ -20,6 +21,7 @@ from workflows.models import (
     WorkflowInstance,
     WorkflowInstanceLabel,
     WorkflowLog,
+    WorkflowSchedule,
     WorkflowStep,
     WorkflowTask,
 )
@@ -30,8 +32,6 @@ VERSION_MISSING = "version_missing"
 def workflow_summaries() -> list[dict]:
     """[{"name", "versions", "active_version", "schedules"}] for every registered workflow. With
     no stored pointer, active_version is the version that will be activated on first create."""
-    from workflows import triggers
-
     pointers = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
     return [
         {
@@ -39,7 +39,7 @@ def workflow_summaries() -> list[dict]:
             "versions": registry.versions(name),
             "active_version": pointers[name] if name in pointers else registry.first_version(name),
             # Only workflows with cron triggers cost a query.
-            "schedules": triggers.describe(name) if registry.latest(name).schedules else [],
+            "schedules": schedules_describe(name) if registry.latest(name).schedules else [],
         }
         for name in registry.names()
     ]
@@ -264,8 +264,6 @@ def retention_text(delta: timedelta) -> str:
 def workflow_detail(*, workflow_name: str) -> dict:
     """GET /v1/workflows/{name}: versions, active version, schedules (next fire, paused),
     concurrency (cap, key, running/queued) and the retention in force."""
-    from workflows import triggers
-
     versions = registry.require(workflow_name)
     pointer = (
         WorkflowDeployment.objects.filter(workflow_name=workflow_name)
@@ -291,7 +289,7 @@ def workflow_detail(*, workflow_name: str) -> dict:
         "name": workflow_name,
         "versions": versions,
         "active_version": pointer if exists else registry.first_version(workflow_name),
-        "schedules": triggers.describe(workflow_name),
+        "schedules": schedules_describe(workflow_name),
         "concurrency": concurrency,
         "running": load["running"],
         "queued": load["queued"],
@@ -299,3 +297,48 @@ def workflow_detail(*, workflow_name: str) -> dict:
         if retention is None
         else {status: retention_text(keep) for status, keep in retention.items()},
     }
+
+
+# -- cron schedules (workflows.triggers fires them) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeclaredSchedule:
+    workflow_name: str
+    expression: str
+    timezone: str
+
+
+def schedules_declared(name: str | None = None) -> list[DeclaredSchedule]:
+    """The schedules in this deployment's code (of each workflow's highest version)."""
+    out = []
+    for workflow_name in [name] if name else registry.names():
+        definition = registry.latest(workflow_name)
+        if definition is None:
+            continue
+        for expr in definition.schedules:
+            out.append(DeclaredSchedule(workflow_name, expr, definition.schedule_timezone))
+    return out
+
+
+def schedules_describe(workflow_name: str) -> list[dict]:
+    """[{"cron", "timezone", "next_fire_at", "paused", "last_fired_at"}] of the code's schedules
+    (next_fire_at computed from now for a schedule no runner has seen yet)."""
+    now = runtime.now()
+    rows = {r.expression: r for r in WorkflowSchedule.objects.filter(workflow_name=workflow_name)}
+    any_paused = any(r.paused for r in rows.values())
+    out = []
+    for d in schedules_declared(workflow_name):
+        row = rows.get(d.expression)
+        out.append(
+            {
+                "cron": d.expression,
+                "timezone": d.timezone,
+                "next_fire_at": row.next_fire_at
+                if row
+                else cron.next_after(d.expression, d.timezone, now),
+                "paused": row.paused if row else any_paused,
+                "last_fired_at": row.last_fired_at if row else None,
+            }
+        )
+    return out

@@ -7,7 +7,6 @@ from workflows.decisions, logs the transition in the `system` category and, when
 """
 
 import contextlib
-from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -25,7 +24,6 @@ from workflows import (
     labels,
     limits,
     runtime,
-    tasks,
 )
 from workflows.authoring import registry
 from workflows.errors import (
@@ -52,6 +50,7 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
+from workflows.runner import wake
 from workflows.runner.claim import Lease, lease_clock, lease_end
 from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
@@ -217,7 +216,7 @@ def instance_create(
     if version is not None and actor is None and request is None and create_statement.applies():
         instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
         if create_statement.insert(instance, now):
-            tasks.schedule_wake(notified=True)
+            wake.schedule_wake(notified=True)
             return instance
     instance, _ = _create_with_orm(
         workflow_name, instance_id, params, now, priority, labels, actor=actor, request=request
@@ -249,7 +248,7 @@ def _create_with_orm(
                 request=request,
             )
             if lease is None:
-                tasks.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
+                wake.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
     except IntegrityError:
         raise InstanceIdAlreadyExists(
             f"instance {instance_id!r} of {workflow_name!r} already exists"
@@ -257,46 +256,20 @@ def _create_with_orm(
     return instance, task
 
 
-@dataclass(frozen=True)
-class RunHere:
-    instance: WorkflowInstance
-    outcome: str  # as runner.run_one's: "complete", "suspended", "errored", ...; or "queued"
+def instance_build(
+    *, workflow_name: str, version: int, instance_id, params, now, priority, labels
+) -> WorkflowInstance:
+    """A new instance of `version`, validated and unsaved (runner/here.py saves it with its run's
+    first boundary)."""
+    return _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
 
 
-def instance_run_here(
-    *,
-    workflow_name: str,
-    instance_id: str | None = None,
-    params=None,
-    priority: int = DEFAULT_PRIORITY,
-    labels: dict | None = None,
-    owner: str | None = None,
-    threaded: bool = True,
-) -> RunHere:
-    """Create an instance and run it in this process at once, as a runner would after claiming
-    it (DBOS's direct call), until it completes, fails or first suspends; runners take it from
-    there, or once the lease lapses if this process dies. A workflow with a concurrency cap is
-    created queued instead (outcome "queued"): the runners' claims keep its cap. Outcome
-    "storage_fault": the database failed mid-way; if the instance was written, a runner
-    finishes it once the lease lapses.
-
-    On PostgreSQL outside a transaction, once this process has seen the version active, the
-    create, the claim and the run's first boundary are one statement (persist.commit_creating);
-    when it writes nothing (the id exists, the pointer moved), the ORM path below decides."""
-    from workflows import runner
-
-    dbclock.sync_if_stale()  # a runner does it before each claim
-    now = runtime.now()
-    limits.check_priority(priority)
-    lease = Lease(owner or runner.default_owner(), runner.lease_seconds())
-    version = create_statement.known_active(workflow_name)
-    if version is not None and create_statement.applies():
-        instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
-        if not _slot(instance)["concurrency_limit"]:
-            outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
-            if outcome != runner.NOT_CREATED:
-                return RunHere(instance, outcome)
-    instance, task = _create_with_orm(
+def instance_create_leased(
+    *, workflow_name: str, instance_id, params, now, priority, labels, lease: Lease
+) -> tuple[WorkflowInstance, WorkflowTask]:
+    """instance_create through the ORM with the first task leased to `lease.owner` at once, as a
+    claim would (runner/here.py), or queued for the runners when the workflow is capped."""
+    return _create_with_orm(
         workflow_name,
         instance_id,
         params,
@@ -306,11 +279,6 @@ def instance_run_here(
         lease=lease,
         actor=None,
         request=None,
-    )
-    if not task.lock_owner:
-        return RunHere(instance, "queued")
-    return RunHere(
-        instance, runner.run_new(instance, now, lease, task_pk=task.pk, threaded=threaded)
     )
 
 
@@ -408,7 +376,7 @@ def instance_create_batch(
             request=request,
             metadata={"created": [i.instance_id for i in created]},
         )
-        tasks.schedule_wake()
+        wake.schedule_wake()
     return created
 
 
@@ -447,7 +415,7 @@ def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> 
             fresh.save(update_fields=["status", "updated_at"])
             _make_runnable(fresh, task, TaskKind.RESUME, now)
             _system_log(fresh, "info", "instance resumed")
-            tasks.schedule_wake()
+            wake.schedule_wake()
         _audit("workflow_instance.resume", resource=_resource(fresh), actor=actor, request=request)
     return fresh
 
@@ -466,7 +434,7 @@ def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) 
             task.delete()
         if fresh.parent_id is not None:
             _execute(wake_parent(fresh.pk, now))
-            tasks.schedule_wake()
+            wake.schedule_wake()
         _system_log(fresh, "info", "instance terminated")
         _audit(
             "workflow_instance.terminate", resource=_resource(fresh), actor=actor, request=request
@@ -521,7 +489,7 @@ def instance_spawn_child(
     instance.parent_id = parent_pk
     _save_new(instance, now)
     _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
-    tasks.schedule_wake()
+    wake.schedule_wake()
     return instance
 
 
@@ -575,7 +543,7 @@ def instance_restart(
             request=request,
             metadata=None if from_step is None else {"from_step": from_step},
         )
-        tasks.schedule_wake()
+        wake.schedule_wake()
     return fresh
 
 
@@ -628,7 +596,7 @@ def instance_send_event(
         )
         if wakes:
             _make_runnable(fresh, task, TaskKind.EVENT, now)
-            tasks.schedule_wake()
+            wake.schedule_wake()
         _system_log(fresh, "info", f"event {type!r} received", {"event_id": event.pk})
         _audit(
             "workflow_instance.send_event",

@@ -115,27 +115,23 @@ class Step:
         WaitForEventTimeout once `timeout` has passed."""
         return self._execution.wait_for_event(self._at(name), type=type, timeout=timeout)
 
-    # -- composition (workflows.runner.compose) -------------------------------------------------
+    # -- composition (the Execution hands these to workflows.runner.compose) --------------------
 
     def parallel(self, name: str, branches: dict, *, until=None) -> dict:
         """Run `branches` ({branch: fn(step)}) independently; {branch: result} once all finish,
         or ParallelError (with .errors and .results) when any failed. `until(results)` → True
         settles it early (a quorum): the unfinished branches are cancelled."""
-        from workflows.runner import compose
-
-        return compose.parallel(self, self._at(name), branches, until=until)
+        return self._execution.parallel(self, self._at(name), branches, until=until)
 
     def race(self, name: str, branches: dict) -> tuple:
         """(winner, result) of the first branch to finish; the others are cancelled."""
-        from workflows.runner import compose
-
-        return compose.race(self, self._at(name), branches)
+        return self._execution.race(self, self._at(name), branches)
 
     def loop(self, name: str, state, body, *, commit_every: int = 1, keep: int = 10):
         """Call body(step, state) until it returns step.loop_break(value); returns value."""
-        from workflows.runner import compose
-
-        return compose.loop(self, self._at(name), state, body, commit_every=commit_every, keep=keep)
+        return self._execution.loop(
+            self, self._at(name), state, body, commit_every=commit_every, keep=keep
+        )
 
     @staticmethod
     def loop_continue(state) -> LoopContinue:
@@ -148,9 +144,7 @@ class Step:
     def run_workflow(self, name: str, workflow: str, params=None, *, id: str | None = None):  # noqa: A002
         """Start `workflow` as a child (created with this step's boundary) and return its
         output; ChildWorkflowError when it errors or is terminated."""
-        from workflows.runner import compose
-
-        return compose.run_workflow(self, self._at(name), workflow, params, child_id=id)
+        return self._execution.run_workflow(self, self._at(name), workflow, params, child_id=id)
 
     def _scoped(self, location: str) -> "Step":
         return Step(self._execution, location)

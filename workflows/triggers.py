@@ -16,12 +16,11 @@ The schedules of a workflow are those of its highest registered version.
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 
-from workflows import cron, runtime
+from workflows import cron, runtime, selectors, services
 from workflows.authoring import registry
 from workflows.errors import InstanceIdAlreadyExists, WorkflowError
 from workflows.models import WorkflowSchedule
@@ -31,30 +30,11 @@ log = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0  # re-read the earliest fire time at least this often (other processes)
 
 
-@dataclass(frozen=True)
-class Declared:
-    workflow_name: str
-    expression: str
-    timezone: str
-
-
-def declared(name: str | None = None) -> list[Declared]:
-    """The schedules in this deployment's code (of each workflow's highest version)."""
-    out = []
-    for workflow_name in [name] if name else registry.names():
-        definition = registry.latest(workflow_name)
-        if definition is None:
-            continue
-        for expr in definition.schedules:
-            out.append(Declared(workflow_name, expr, definition.schedule_timezone))
-    return out
-
-
 def sync(now: datetime, name: str | None = None) -> None:
     """Create rows for schedules seen for the first time (next fire strictly after `now`, so
     nothing earlier fires) and follow a changed time zone. Rows of schedules no longer in the
     code are left alone and never fired by this code."""
-    wanted = declared(name)
+    wanted = selectors.schedules_declared(name)
     if not wanted:
         return
     names = {d.workflow_name for d in wanted}
@@ -96,7 +76,7 @@ def fire_due(now: datetime | None = None) -> list[str]:
     """Fire every due schedule of this code once; returns "workflow/instance id" of each
     instance created here."""
     now = now or runtime.now()
-    known = {(d.workflow_name, d.expression) for d in declared()}
+    known = {(d.workflow_name, d.expression) for d in selectors.schedules_declared()}
     if not known:
         return []
     created = []
@@ -111,8 +91,6 @@ def fire_due(now: datetime | None = None) -> list[str]:
 def _fire_one(pk: int, now: datetime) -> str | None:
     """Lock the row (skip it if another runner holds it), create the instance of the most
     recent fire time, move next_fire_at past now. One transaction."""
-    from workflows import services  # services -> selectors; imported late to keep reads light
-
     with transaction.atomic():
         row = _due_rows(now).select_for_update(skip_locked=True).filter(pk=pk).first()
         if row is None:  # fired by another runner meanwhile
@@ -139,7 +117,7 @@ def _fire_one(pk: int, now: datetime) -> str | None:
 
 def next_fire_at() -> datetime | None:
     """The earliest fire time of an unpaused schedule this code fires (runner idle sleeps)."""
-    known = {(d.workflow_name, d.expression) for d in declared()}
+    known = {(d.workflow_name, d.expression) for d in selectors.schedules_declared()}
     if not known:
         return None
     rows = WorkflowSchedule.objects.filter(
@@ -214,26 +192,3 @@ def resume(*, workflow_name: str) -> int:
         changed += 1
     gate.reset()
     return changed
-
-
-def describe(workflow_name: str) -> list[dict]:
-    """[{"cron", "timezone", "next_fire_at", "paused", "last_fired_at"}] of the code's schedules
-    (next_fire_at computed from now for a schedule no runner has seen yet)."""
-    now = runtime.now()
-    rows = {r.expression: r for r in WorkflowSchedule.objects.filter(workflow_name=workflow_name)}
-    any_paused = any(r.paused for r in rows.values())
-    out = []
-    for d in declared(workflow_name):
-        row = rows.get(d.expression)
-        out.append(
-            {
-                "cron": d.expression,
-                "timezone": d.timezone,
-                "next_fire_at": row.next_fire_at
-                if row
-                else cron.next_after(d.expression, d.timezone, now),
-                "paused": row.paused if row else any_paused,
-                "last_fired_at": row.last_fired_at if row else None,
-            }
-        )
-    return out

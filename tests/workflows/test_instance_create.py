@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from ops.models import AuditLog
 from ops.request_id import reset_request_id, set_request_id
-from workflows import services, tasks, workflow
+from workflows import services, workflow
 from workflows.authoring import registry
 from workflows.errors import (
     InstanceIdAlreadyExists,
@@ -26,7 +26,7 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
-from workflows.runner import run_one
+from workflows.runner import run_one, wake
 from workflows.runner.claim import claim_next
 from workflows.testing import WorkflowHarness
 
@@ -225,8 +225,8 @@ def test_inside_an_outer_transaction_a_create_rolls_back_with_it(harness):
 
 def test_a_wake_task_is_enqueued_after_a_create_and_not_for_a_refused_one(harness, monkeypatch):
     enqueued = []
-    monkeypatch.setattr(tasks, "_enqueue_wake", lambda: enqueued.append(1))
-    monkeypatch.setattr(tasks, "wake_enabled", lambda: True)
+    monkeypatch.setattr(wake, "_enqueue_wake", lambda: enqueued.append(1))
+    monkeypatch.setattr(wake, "wake_enabled", lambda: True)
     _create("w1")
     _create("w2")
     assert len(enqueued) == 2

@@ -1,4 +1,4 @@
-"""services.instance_run_here: create an instance and run it in the calling process at once (as
+"""instance_run_here (runner/here.py): create an instance and run it in the calling process at once (as
 DBOS runs a workflow called directly), with the rules of a create and of a claimed run: the
 active version, a refused duplicate id that writes nothing, a lease the runners respect, caps
 left to the runners, and every boundary durable. On PostgreSQL outside a transaction, the
@@ -16,6 +16,7 @@ from bench.pgcost import RoundTrips
 from workflows import services, workflow
 from workflows.errors import InstanceIdAlreadyExists, InvalidPayload, WorkflowNotFound
 from workflows.models import WorkflowDeployment, WorkflowInstance, WorkflowLog, WorkflowTask
+from workflows.runner.here import instance_run_here
 from workflows.testing import WorkflowHarness
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +50,7 @@ def harness():
 
 
 def _run(instance_id, n=1, name="t-here", **kwargs):
-    return services.instance_run_here(
+    return instance_run_here(
         workflow_name=name, instance_id=instance_id, params={"n": n}, threaded=False, **kwargs
     )
 
@@ -95,9 +96,9 @@ def test_an_id_that_exists_is_refused_and_the_existing_instance_is_left_alone(ha
 def test_bad_input_is_refused_before_anything_is_written_or_run(harness):
     _run("warm")
     with pytest.raises(InvalidPayload):
-        services.instance_run_here(workflow_name="t-here", instance_id="bad", params={"n": {1, 2}})
+        instance_run_here(workflow_name="t-here", instance_id="bad", params={"n": {1, 2}})
     with pytest.raises(WorkflowNotFound):
-        services.instance_run_here(workflow_name="t-here-missing", instance_id="bad")
+        instance_run_here(workflow_name="t-here-missing", instance_id="bad")
     assert list(WorkflowInstance.objects.values_list("instance_id", flat=True)) == ["warm"]
 
 
@@ -133,7 +134,7 @@ def test_a_lease_taken_at_create_is_respected_by_the_runners(harness):
 
 
 def test_a_capped_workflow_is_queued_for_the_runners(harness, fleet):
-    made = services.instance_run_here(
+    made = instance_run_here(
         workflow_name="fleet-capped", instance_id="c", params={}, threaded=False
     )
     assert made.outcome == "queued"

@@ -1,4 +1,4 @@
-"""services.instance_run_here in a real process killed in its run's first step: the create, the
+"""instance_run_here (runner/here.py) in a real process killed in its run's first step: the create, the
 claim and the step's start were one synchronous commit, so the runners find the instance, count
 the killed attempt and the claim without progress, and finish it (or stop a crash loop)."""
 
@@ -17,11 +17,11 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db
 
 _SCRIPT = """
 import json, os
-from workflows import services
+from workflows.runner.here import instance_run_here
 params = json.loads(os.environ["HERE_PARAMS"])
 warm = {"trace": params["trace"], "deaths": 0}  # first use: the ORM path; then one statement
-services.instance_run_here(workflow_name="fault-dies-first", instance_id="warm", params=warm)
-services.instance_run_here(workflow_name="fault-dies-first", instance_id="here", params=params)
+instance_run_here(workflow_name="fault-dies-first", instance_id="warm", params=warm)
+instance_run_here(workflow_name="fault-dies-first", instance_id="here", params=params)
 """
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from workflows import services, tasks
+from workflows import services
 from workflows.models import WorkflowInstance, WorkflowTask
-from workflows.runner import run_one
+from workflows.runner import run_one, wake
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_a_sleep_suspended_by_another_process_wakes_the_idle_runner(idle_runner,
     # Another process (a cluster's wake task, here the test) runs the instance to its sleep;
     # the idle runner learns the new due time only from the suspension's NOTIFY.
     with monkeypatch.context() as quiet:
-        quiet.setattr(tasks, "schedule_wake", lambda: None)  # a create it never hears of
+        quiet.setattr(wake, "schedule_wake", lambda: None)  # a create it never hears of
         services.instance_create(workflow_name="sleepy", instance_id="s1")
     assert run_one(owner="test-process") == "suspended"
     wait_for(lambda: status_of("s1") == "complete", what="the runner to wake it", timeout=30)

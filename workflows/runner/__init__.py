@@ -17,8 +17,9 @@ from workflows.models import TaskKind
 from workflows.runner import storage_faults
 from workflows.runner.claim import Claim, Lease, Loaded, claim_next, release_after_fault
 from workflows.runner.claim import next_due_at as next_task_due_at
-from workflows.runner.execute import NOT_CREATED, Budget, execute, roundtrip
+from workflows.runner.execute import NOT_CREATED, Budget, execute
 from workflows.runner.persist import Creating
+from workflows.runner.results import roundtrip
 from workflows.runner.storage_faults import StorageFault
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
 
 def run_new(instance, now, lease: Lease, *, task_pk: int | None, threaded: bool = True) -> str:
     """Run a new instance whose first task is leased to `lease.owner`, as a runner would after
-    claiming it (services.instance_run_here): the task exists (`task_pk`), or None and the run's
+    claiming it (runner/here.py): the task exists (`task_pk`), or None and the run's
     first boundary creates instance and task (persist.Creating; NOT_CREATED if that wrote
     nothing). Returns what happened, as run_one does."""
     claim = Claim(

@@ -56,7 +56,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Lease:
-    """The caller's lease on a task created leased (services.instance_run_here:
+    """The caller's lease on a task created leased (runner/here.py:
     the create is its claim)."""
 
     owner: str

@@ -16,15 +16,24 @@ stable across replays and code changes that keep the names.
 import hashlib
 import re
 from datetime import timedelta
+from functools import partial
 
 from django.utils.text import slugify
 
-from workflows import limits, runtime
+from workflows import limits, runtime, services
 from workflows.authoring import registry
 from workflows.decisions import StepState
 from workflows.errors import ChildWorkflowError, InvalidStep, ParallelError, WorkflowError
-from workflows.models import TERMINAL_STATUSES, Status, StepStatus, StepType, TaskKind
+from workflows.models import (
+    TERMINAL_STATUSES,
+    Status,
+    StepStatus,
+    StepType,
+    TaskKind,
+    WorkflowInstance,
+)
 from workflows.runner import storage_faults
+from workflows.runner.results import error_dict, roundtrip
 from workflows.step import Halt, LoopBreak, LoopContinue, Suspend
 
 BRANCH_PATTERN = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]*$")
@@ -51,8 +60,6 @@ def _check_branches(name: str, branches) -> dict:
 
 def _run_branch(step, location: str, fn):
     """("done", result) | ("failed", {"name", "message"}) | ("suspended", Suspend)."""
-    from workflows.runner.execute import error_dict, roundtrip
-
     execution = step._execution
     try:
         value = fn(step._scoped(location + "/"))
@@ -184,7 +191,13 @@ def _cancel_losers(execution, location: str, losers: list[str]) -> None:
     for name, state in list(execution.steps.items()):
         if name.startswith(prefixes) and state.status in PENDING_STATUSES:
             if state.type == StepType.CHILD and state.result:
-                execution.pending.cancelled_children.append(state.result)
+                execution.pending.after_commit.append(
+                    partial(
+                        services.instance_terminate_if_running,
+                        workflow_name=state.result["workflow"],
+                        instance_id=state.result["id"],
+                    )
+                )
             state.status, state.completed_at = StepStatus.CANCELLED, now
             state.next_retry_at = None
             execution._stage(state)
@@ -200,8 +213,6 @@ def _check_count(what: str, value, maximum: int) -> int:
 
 
 def loop(step, location: str, initial, body, *, commit_every: int, keep: int):
-    from workflows.runner.execute import roundtrip
-
     execution = step._execution
     _check_count("commit_every", commit_every, LOOP_COMMIT_MAX)
     _check_count("keep", keep, LOOP_KEEP_MAX)
@@ -253,8 +264,6 @@ def child_instance_id(parent_id: str, location: str) -> str:
 
 
 def run_workflow(step, location: str, workflow_name: str, params, *, child_id):
-    from workflows import services
-    from workflows.models import WorkflowInstance
 
     execution = step._execution
     state = _composite(execution, location, StepType.CHILD)

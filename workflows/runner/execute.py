@@ -1,7 +1,6 @@
 """Running one claimed task: replay the workflow function against the step cache and persist
 every step boundary (persist.commit). The decisions come from workflows.decisions."""
 
-import json
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -22,10 +21,11 @@ from workflows.errors import (
 from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
-from workflows.runner import persist, storage_faults
+from workflows.runner import compose, persist, storage_faults, wake
 from workflows.runner.callbacks import run_inline, run_watched
 from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.runner.code_changes import ReplayGuard, fingerprint_check
+from workflows.runner.results import error_dict, roundtrip
 from workflows.runner.storage_faults import StorageFault
 from workflows.step import Diverged, Halt, Step, Suspend
 
@@ -90,11 +90,6 @@ def execute(
 
 def max_recovery_attempts() -> int:
     return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
-
-
-def error_dict(exc: BaseException) -> dict:
-    name = exc.error_name if isinstance(exc, StepFailed) else type(exc).__name__
-    return {"name": name, "message": str(exc)[:2048]}
 
 
 class Execution:
@@ -403,6 +398,20 @@ class Execution:
             raise InvalidStep("step.tx.mutate may only be called inside a step.do callback")
         self.mutations.append(fn)
 
+    # -- composition (compose.py), for the step object ---------------------------------------
+
+    def parallel(self, step, location, branches, *, until):
+        return compose.parallel(step, location, branches, until=until)
+
+    def race(self, step, location, branches):
+        return compose.race(step, location, branches)
+
+    def loop(self, step, location, state, body, *, commit_every, keep):
+        return compose.loop(step, location, state, body, commit_every=commit_every, keep=keep)
+
+    def run_workflow(self, step, location, workflow_name, params, *, child_id):
+        return compose.run_workflow(step, location, workflow_name, params, child_id=child_id)
+
     # -- sleeps ------------------------------------------------------------------------------
 
     def sleep(self, name, duration) -> None:
@@ -535,10 +544,8 @@ class Execution:
 
 def _wake_tasks_for_parent(loaded: Loaded) -> None:
     """A finished child made its parent runnable (persist.wake_parent); let a runner know."""
-    from workflows import tasks
-
     if loaded.has_parent:
-        tasks.schedule_wake()
+        wake.schedule_wake()
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
@@ -562,13 +569,6 @@ class EventResult(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
-
-
-def roundtrip(value):
-    """Results look the same on first run and on replay (tuples become lists, and so on)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return json.loads(json.dumps(value))
 
 
 def _aware(when) -> datetime:

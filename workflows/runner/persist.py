@@ -55,10 +55,11 @@ class Pending:
     logs: list[dict] = field(default_factory=list)
     mutations: list[Callable] = field(default_factory=list)
     # Composition: child instances to create with this boundary (only if it may proceed), step
-    # rows of trimmed loop iterations to delete, children of race losers to terminate after.
+    # rows of trimmed loop iterations to delete, what to do once it committed (terminate the
+    # children of race losers).
     spawns: list[Callable] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)
-    cancelled_children: list[dict] = field(default_factory=list)
+    after_commit: list[Callable] = field(default_factory=list)
     fingerprint: str | None = None  # code fingerprint to record for the run (code_changes.py)
 
     def clear(self) -> None:
@@ -68,7 +69,7 @@ class Pending:
         self.mutations.clear()
         self.spawns.clear()
         self.deleted.clear()
-        self.cancelled_children.clear()
+        self.after_commit.clear()
         self.fingerprint = None
 
 
@@ -129,7 +130,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
 
 @dataclass
 class Creating:
-    """A new instance created with its run's first boundary (services.instance_run_here)."""
+    """A new instance created with its run's first boundary (runner/here.py)."""
 
     instance: WorkflowInstance  # validated, unsaved, of the version create_statement knew
     now: datetime
@@ -245,10 +246,10 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
 
 
 def _committed(pending: Pending, permission: str) -> str:
-    cancelled = list(pending.cancelled_children)
+    after = list(pending.after_commit)
     pending.clear()
-    if cancelled:
-        _terminate_children(cancelled)
+    for fn in after:
+        fn()
     return permission
 
 
@@ -305,16 +306,6 @@ def _write_if_proceeding(
     except psycopg.errors.DivisionByZero:
         return False
     return True
-
-
-def _terminate_children(children: list[dict]) -> None:
-    """Race losers' children: terminated after the boundary that cancelled them committed."""
-    from workflows import services
-
-    for child in children:
-        services.instance_terminate_if_running(
-            workflow_name=child["workflow"], instance_id=child["id"]
-        )
 
 
 def _statements(

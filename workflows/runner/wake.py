@@ -1,7 +1,7 @@
 """Waking idle runners on time without hot polling.
 
 PostgreSQL: whatever makes a task runnable or due sooner sends `NOTIFY workflows_wake` in its
-own transaction (services through tasks.schedule_wake; the runner when it commits a suspension
+own transaction (services through schedule_wake; the runner when it commits a suspension
 or gives a task back), so the notification is delivered on commit and never for rolled-back
 work. Each `runworkflows` process keeps one extra connection that LISTENs; its idle worker
 threads sleep until a notification, the next due time they read from the database, or the idle
@@ -16,7 +16,8 @@ import contextlib
 import logging
 import threading
 
-from django.db import connections
+from django.conf import settings
+from django.db import connections, transaction
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,30 @@ def notify(using: str = "default") -> None:
     if listens(using):
         with connections[using].cursor() as cursor:
             cursor.execute(NOTIFY_SQL)
+
+
+def schedule_wake(*, notified: bool = False) -> None:
+    """Work became runnable: NOTIFY idle runners (PostgreSQL, delivered at commit) and enqueue
+    one django-q2 wake task (workflows.tasks.wake) after the current transaction commits (never
+    for rolled-back work). `notified`: the caller's own statement called pg_notify."""
+    if not notified:
+        notify()
+    if wake_enabled():
+        transaction.on_commit(_enqueue_wake)
+
+
+def wake_enabled() -> bool:
+    """WORKFLOWS_WAKE_TASKS=False (tests, benches) keeps services from enqueueing wake tasks."""
+    return bool(getattr(settings, "WORKFLOWS_WAKE_TASKS", True))
+
+
+def _enqueue_wake() -> None:
+    from django_q.tasks import async_task  # django-q2 only where a wake task is sent
+
+    try:
+        async_task("workflows.tasks.wake", q_options={"task_name": "workflows.wake"})
+    except Exception:  # the sweep and runworkflows still pick the work up
+        log.exception("could not enqueue a workflows wake task")
 
 
 class Waker:

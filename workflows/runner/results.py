@@ -1,0 +1,18 @@
+"""How a run stores what its steps return: values as JSON gives them back (so a replay sees what
+the first run saw), errors as {"name", "message"}."""
+
+import json
+
+from workflows.errors import StepFailed
+
+
+def roundtrip(value):
+    """Results look the same on first run and on replay (tuples become lists, and so on)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.loads(json.dumps(value))
+
+
+def error_dict(exc: BaseException) -> dict:
+    name = exc.error_name if isinstance(exc, StepFailed) else type(exc).__name__
+    return {"name": name, "message": str(exc)[:2048]}
