@@ -355,10 +355,12 @@ SYNC_COMMITS_PER_RUN = {"vitalflow": 5, "vitalflow-here": 4}
 BOUNDARIES_PER_RUN = 4
 
 
-def commit_wait_cost(on: dict, off: dict) -> None:
-    """What waiting for the WAL flush costs, from the two single runs (on less off): wall time
+def commit_wait_cost(on: dict, off: dict, pairs_on: dict, pairs_off: dict) -> None:
+    """What waiting for the WAL flush costs (on less off): from the two single runs, wall time
     per step for each system, and per synchronous commit for ours, wall and PostgreSQL CPU (the
-    backend does the flush itself; on a VM that is CPU too, bench/README.md)."""
+    backend does the flush itself; on a VM that is CPU too, bench/README.md); then the same wall
+    time from the pairs' medians, steadier than one run each (a single run of DBOS can move by
+    more than its commit wait)."""
     print("\nThe commit wait (synchronous_commit on less off, single runs above):")
     for system in on:
         if system not in off:  # it failed to run in one of the two modes
@@ -373,19 +375,27 @@ def commit_wait_cost(on: dict, off: dict) -> None:
                 f"{1000 * cpu * per_commit:.0f} us PostgreSQL CPU"
             )
         print(line)
+    if pairs_on and pairs_off:
+        walls = [
+            f"{system} {1000 / pairs_on[system] - 1000 / pairs_off[system]:.2f} ms"
+            for system in pairs_on
+        ]
+        print(f"  from the pairs' medians, a step: {', '.join(walls)}")
 
 
-def paired(n: int, pairs: int, *, async_commit: bool) -> None:
+def paired(n: int, pairs: int, *, async_commit: bool) -> dict:
     """instance_run_here and DBOS in alternating children (ABBA), each pair a few seconds
     apart: this machine's speed drifts by tens of percent over minutes, so a ratio of two
-    measurements a minute apart is noisier than the median of paired ones."""
-    ratios = []
+    measurements a minute apart is noisier than the median of paired ones. Returns each
+    system's median steps/s."""
+    ratios, rates = [], {"vitalflow-here": [], "dbos": []}
     for i in range(pairs):
         order = ("vitalflow-here", "dbos") if i % 2 == 0 else ("dbos", "vitalflow-here")
         steps = {}
         for system in order:
             result = run_child(system, n, async_commit=async_commit)
             steps[system] = 3 * n / result["seconds"]
+            rates[system].append(steps[system])
         ratios.append(steps["vitalflow-here"] / steps["dbos"])
         print(
             f"  pair {i + 1}: vitalflow-here {steps['vitalflow-here']:7.1f} steps/s, dbos "
@@ -395,6 +405,7 @@ def paired(n: int, pairs: int, *, async_commit: bool) -> None:
         f"  vitalflow-here/DBOS steps/s over {pairs} alternating pairs: median "
         f"{statistics.median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x (target 5x)"
     )
+    return {system: statistics.median(values) for system, values in rates.items()}
 
 
 def commit_round_trip(count: int = 300) -> tuple[float, float]:
@@ -1245,6 +1256,7 @@ def main() -> None:
         faults()
         return
     measured = {}  # async_commit -> {system: figures}, DBOS's included
+    pair_medians = {}  # async_commit -> {system: median steps/s of the pairs}
     for async_commit in (False, True) if args.only in (None, "sequential") else ():
         reset_tables()
         reset_dbos()
@@ -1269,9 +1281,11 @@ def main() -> None:
             commit_floor(runs, theirs)
         if has_dbos and args.pairs:
             print(f"  Alternating pairs of {sequential_n} workflows each:")
-            paired(sequential_n, args.pairs, async_commit=async_commit)
+            pair_medians[async_commit] = paired(sequential_n, args.pairs, async_commit=async_commit)
     if len(measured) == 2:
-        commit_wait_cost(measured[False], measured[True])
+        commit_wait_cost(
+            measured[False], measured[True], pair_medians.get(False), pair_medians.get(True)
+        )
     if args.only in (None, "throughput"):
         print(f"\nThroughput over {total} instances (noop3), runworkflows processes:")
         figures = {(runners, 1): throughput(runners, total) for runners in (1, 2, 4)}
