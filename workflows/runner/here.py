@@ -38,30 +38,22 @@ def instance_run_here(
     now = runtime.now()
     limits.check_priority(priority)
     lease = Lease(owner or runner.default_owner(), runner.lease_seconds())
-    version = create_statement.known_active(workflow_name)
-    if version is not None and create_statement.applies():
-        instance = services.instance_build(
-            workflow_name=workflow_name,
-            version=version,
-            instance_id=instance_id,
-            params=params,
-            now=now,
-            priority=priority,
-            labels=labels,
-        )
-        if not _capped(instance):
-            outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
-            if outcome != runner.NOT_CREATED:
-                return RunHere(instance, outcome)
-    instance, task = services.instance_create_leased(
+    asked = dict(
         workflow_name=workflow_name,
         instance_id=instance_id,
         params=params,
         now=now,
         priority=priority,
         labels=labels,
-        lease=lease,
     )
+    version = create_statement.known_active(workflow_name)
+    if version is not None and create_statement.applies():
+        instance = services.instance_build(version=version, **asked)
+        if not _capped(instance):
+            outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
+            if outcome != runner.NOT_CREATED:
+                return RunHere(instance, outcome)
+    instance, task = services.instance_create_leased(lease=lease, **asked)
     if not task.lock_owner:
         return RunHere(instance, "queued")
     return RunHere(
