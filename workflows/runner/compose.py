@@ -264,7 +264,6 @@ def child_instance_id(parent_id: str, location: str) -> str:
 
 
 def run_workflow(step, location: str, workflow_name: str, params, *, child_id):
-
     execution = step._execution
     state = _composite(execution, location, StepType.CHILD)
     execution._count(location)
