@@ -40,30 +40,40 @@ def on_cpu_ns(pid: int) -> int:
 
 class StatementCosts:
     """The backend CPU and wall time of each statement this process sends with a psycopg cursor
-    (its own backend's, so the server must run on this machine), in the order sent: `take()`
-    returns those since the last take, as (backend CPU ns, wall s) pairs."""
+    or through the runner's `pgwire.execute` (its own backend's, so the server must run on this
+    machine), in the order sent: `take()` returns those since the last take, as (backend CPU
+    ns, wall s) pairs."""
 
     def __init__(self):
-        self._execute = None
+        self._execute = self._run = None
         self._taken: list[tuple[int, float]] = []
 
     def install(self) -> "StatementCosts":
-        original = self._execute = psycopg.Cursor.execute
-        taken = self._taken
+        from workflows.runner import pgwire
+
+        self._execute, self._run = psycopg.Cursor.execute, pgwire._Statement.run
 
         def execute(cursor, query, params=None, **kwargs):
-            pid = cursor.connection.info.backend_pid
-            cpu, started = on_cpu_ns(pid), time.perf_counter()
-            try:
-                return original(cursor, query, params, **kwargs)
-            finally:
-                taken.append((on_cpu_ns(pid) - cpu, time.perf_counter() - started))
+            return self._timed(cursor.connection, self._execute, cursor, query, params, **kwargs)
 
-        psycopg.Cursor.execute = execute
+        def run(statement, conn, params):
+            return self._timed(conn, self._run, statement, conn, params)
+
+        psycopg.Cursor.execute, pgwire._Statement.run = execute, run
         return self
 
+    def _timed(self, conn, fn, *args, **kwargs):
+        pid = conn.info.backend_pid
+        cpu, started = on_cpu_ns(pid), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._taken.append((on_cpu_ns(pid) - cpu, time.perf_counter() - started))
+
     def uninstall(self) -> None:
-        psycopg.Cursor.execute = self._execute
+        from workflows.runner import pgwire
+
+        psycopg.Cursor.execute, pgwire._Statement.run = self._execute, self._run
 
     def take(self) -> list[tuple[int, float]]:
         taken = list(self._taken)
@@ -99,7 +109,8 @@ class RoundTrips:
     """Counts statements and round trips of every psycopg connection in this process, per
     phase (`counter.phase = "run"`)."""
 
-    _EXECUTE = ("BaseCursor._execute_gen", "BaseCursor._executemany_gen_no_pipeline")
+    # "execute": psycopg.generators.execute, which the runner's pgwire.execute waits on itself.
+    _EXECUTE = ("BaseCursor._execute_gen", "BaseCursor._executemany_gen_no_pipeline", "execute")
     _END = ("BaseConnection._commit_gen", "BaseConnection._rollback_gen")
     _SYNC = ("BasePipeline._exit_gen", "BasePipeline._sync_gen")
 

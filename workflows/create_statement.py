@@ -105,10 +105,8 @@ _INSERT_LEASED = f"WITH {LEASED_CTES} SELECT i.id, t.id FROM i, t"
 def insert(instance: WorkflowInstance, now) -> bool:
     """Insert `instance` (validated, unsaved, of the version known_active gave) with its labels
     and first task in one round trip; True and its pk set, or False with nothing written."""
-    sql, cursor = pgwire.statement(_INSERT)
     with connection.wrap_database_errors:
-        cursor.execute(sql, insert_params(instance, now), prepare=True)  # its own transaction
-        row = cursor.fetchone()
+        row = pgwire.execute(_INSERT, insert_params(instance, now))  # its own transaction
     if row is None:
         return False
     _saved(instance, row[0])
@@ -118,10 +116,8 @@ def insert(instance: WorkflowInstance, now) -> bool:
 def insert_leased(instance: WorkflowInstance, now, lease: Lease) -> int | None:
     """insert() with the task leased to `lease.owner` and no NOTIFY (no other runner is to take
     it); the task's pk, or None with nothing written."""
-    sql, cursor = pgwire.statement(_INSERT_LEASED)
     with connection.wrap_database_errors:
-        cursor.execute(sql, insert_params(instance, now, lease), prepare=True)
-        row = cursor.fetchone()
+        row = pgwire.execute(_INSERT_LEASED, insert_params(instance, now, lease))
     if row is None:
         return None
     _saved(instance, row[0])

@@ -223,9 +223,7 @@ def _claim_postgres(
     else:
         sql = _PG_CLAIM_PICKED
         params = [owner, db_now, lease_seconds, picked, now, now]
-    sql, cursor = pgwire.statement(sql)
-    cursor.execute(sql, params, prepare=True)
-    row = cursor.fetchone()
+    row = pgwire.execute(sql, params)
     if row is None:
         return None
     if uncapped_pick and row[0] is None:  # picked a row of a capped workflow, claimed nothing

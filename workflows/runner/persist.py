@@ -173,10 +173,8 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending) -> str
     for sql, values in _statements(claim, pending, Continue(), now, keep_only=False, new=True):
         ctes.append(f"w{len(ctes)} AS ({sql})")
         params += values
-    one, cursor = pgwire.statement(f"WITH {', '.join(ctes)} SELECT i.id, t.id FROM i, t")
-    try:
-        cursor.execute(one, params, prepare=True)  # alone: its own transaction
-        row = cursor.fetchone()
+    try:  # alone: its own transaction
+        row = pgwire.execute(f"WITH {', '.join(ctes)} SELECT i.id, t.id FROM i, t", params)
     except psycopg.errors.DivisionByZero:
         return None
     if row is None:
@@ -293,13 +291,13 @@ def _write_if_proceeding(
         ctes.append(f"w{len(ctes)} AS ({sql})")
         params += values
     one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
-    one, cursor = pgwire.statement(one)
     try:
         if not storage_faults.take("boundary_commit_before"):
-            cursor.execute(one, params, prepare=True)  # alone: its own transaction
+            pgwire.execute(one, params)  # alone: its own transaction
             return True
         # The test hook's "before COMMIT": the backend dies after the writes, before the
         # pipeline's sync would commit them.
+        one, cursor = pgwire.statement(one)
         with connection.connection.pipeline():
             cursor.execute(one, params, prepare=True)
             cursor.execute(_TERMINATE_SELF)
