@@ -12,6 +12,7 @@ autocommit, so the statement is its own transaction and a refusing guard aborts 
 (see _write_if_proceeding).
 """
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -168,13 +169,14 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending) -> str
     )
     pending.fingerprint = None  # written with the instance row
     now = runtime.now()
-    ctes = [create_statement.LEASED_CTES]
     params = create_statement.insert_params(creating.instance, creating.now, lease)
+    writes = []
     for sql, values in _statements(claim, pending, Continue(), now, keep_only=False, new=True):
-        ctes.append(f"w{len(ctes)} AS ({sql})")
+        writes.append(sql)
         params += values
+    one = _with((create_statement.LEASED_CTES,), tuple(writes), "SELECT i.id, t.id FROM i, t")
     try:  # alone: its own transaction
-        row = pgwire.execute(f"WITH {', '.join(ctes)} SELECT i.id, t.id FROM i, t", params)
+        row = pgwire.execute(one, params)
     except psycopg.errors.DivisionByZero:
         return None
     if row is None:
@@ -278,19 +280,19 @@ def _write_if_proceeding(
     fingerprint into the instance's own UPDATE. NOTIFY is no CTE: the last SELECT calls
     pg_notify, which is delivered on commit like NOTIFY."""
     db_now = db_now_param(now)
-    ctes, params = [_LOCK_TASK], _lock_params(claim, db_now)
+    head, params = (_LOCK_TASK,), _lock_params(claim, db_now)
     if renews:
-        ctes.append(_RENEW_LEASE)
+        head += (_RENEW_LEASE,)
         params += _renew_params(claim, db_now, progress)
-    wakes = False
+    wakes, writes = False, []
     for sql, values in statements:
         if values is None:  # the NOTIFY of _wake_runners: pg_notify in the statement instead
             assert sql == NOTIFY_SQL, sql
             wakes = True
             continue
-        ctes.append(f"w{len(ctes)} AS ({sql})")
+        writes.append(sql)
         params += values
-    one = f"WITH {', '.join(ctes)} {_ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS}"
+    one = _with(head, tuple(writes), _ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS)
     try:
         if not storage_faults.take("boundary_commit_before"):
             pgwire.execute(one, params)  # alone: its own transaction
@@ -304,6 +306,15 @@ def _write_if_proceeding(
     except psycopg.errors.DivisionByZero:
         return False
     return True
+
+
+@functools.lru_cache(maxsize=256)
+def _with(head: tuple[str, ...], writes: tuple[str, ...], end: str) -> str:
+    """One statement: the `head` CTEs, then each write as `wN AS (...)`, then `end`. Cached: a
+    boundary's text is one of a few shapes, and the same str object each time is hashed once
+    (pgwire keeps prepared statements by text)."""
+    ctes = [*head, *(f"w{n} AS ({sql})" for n, sql in enumerate(writes, len(head)))]
+    return f"WITH {', '.join(ctes)} {end}"
 
 
 def _statements(
@@ -529,22 +540,25 @@ def _step_statements(
         rows.append(_STEP.row(values, db))
     if not rows:
         return []
-    one, params = _rows(rows, new)
-    sql = (
-        f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES "
-        + ", ".join([one] * len(rows))
-        + _UPSERT_TAIL
-    )
-    return [(sql, params)]
+    return [(_insert_sql(_STEP_INSERT, len(_STEP_COLUMNS), len(rows), new), _values(rows, new))]
 
 
-def _rows(rows: list[list], new: bool) -> tuple[str, list]:
-    """One row's placeholders and all rows' values; the instance (always the first column) as
-    _NEW_INSTANCE when `new`."""
+_STEP_INSERT = f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES {{}}{_UPSERT_TAIL}"
+
+
+@functools.lru_cache(maxsize=128)
+def _insert_sql(template: str, width: int, count: int, new: bool) -> str:
+    """`template` with `count` rows of `width` placeholders; the instance (always the first
+    column) as _NEW_INSTANCE when `new`."""
+    one = "(" + ", ".join([_NEW_INSTANCE] * new + ["%s"] * (width - new)) + ")"
+    return template.format(", ".join([one] * count))
+
+
+def _values(rows: list[list], new: bool) -> list:
+    """All rows' values, in order; without the instance when `new` (_NEW_INSTANCE)."""
     if new:
-        rows = [row[1:] for row in rows]
-    one = "(" + ", ".join([_NEW_INSTANCE] * new + ["%s"] * len(rows[0])) + ")"
-    return one, [value for row in rows for value in row]
+        return [value for row in rows for value in row[1:]]
+    return [value for row in rows for value in row]
 
 
 _LOG_COLUMNS = (
@@ -561,6 +575,7 @@ _LOG_COLUMNS = (
     "created_at",
 )
 _LOG = _Columns(WorkflowLog, _LOG_COLUMNS)
+_LOG_INSERT = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES {{}}"
 
 
 def _log_statements(claim: Claim, logs: list[dict], *, new: bool = False) -> list:
@@ -570,11 +585,7 @@ def _log_statements(claim: Claim, logs: list[dict], *, new: bool = False) -> lis
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
         rows.append(_LOG.row(values, db))
-    one, params = _rows(rows, new)
-    sql = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES " + ", ".join(
-        [one] * len(logs)
-    )
-    return [(sql, params)]
+    return [(_insert_sql(_LOG_INSERT, len(_LOG_COLUMNS), len(rows), new), _values(rows, new))]
 
 
 def _release(claim: Claim, **changes) -> tuple[str, list]:
