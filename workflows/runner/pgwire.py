@@ -1,4 +1,4 @@
-"""Plain psycopg cursors on Django's PostgreSQL connection, for the runner's hot statements.
+"""Prepared statements on Django's PostgreSQL connection, for the runner's hot statements.
 
 Django's default cursor (psycopg's ClientCursor) interpolates parameters into the SQL text, so
 PostgreSQL parses and plans every claim and boundary statement anew. A plain cursor binds
@@ -11,11 +11,11 @@ runner turns it on for statements it marks `prepare=True` only (a threshold noth
 Django's own statements are never prepared, so neither setting changes anything else.
 Errors come back as psycopg's own exceptions, not Django's wrappers (storage_faults knows both).
 
-`execute` is the hot path (create, claim, boundaries): outside a transaction it hands a prepared
-statement to libpq itself. The cursor's machinery around that (query conversion, the prepared-
-statement manager, result bookkeeping) cost about 50 us of the runner's CPU per statement, a
-fifth of what the runner spends on a 3-step run; what is left is psycopg's C dumpers and loaders
-and its non-blocking wait, as the cursor uses them (bench/README.md).
+`execute` is the hot path (create, claim, boundaries): outside a transaction it hands the
+prepared statement to libpq itself, with psycopg's C dumpers and loaders and its non-blocking
+wait, as a cursor uses them. The cursor's own machinery around that (query conversion, the
+prepared-statement manager, result bookkeeping) cost 25-45 us of client CPU per statement, about
+a tenth of the runner's CPU on a 3-step run (bench/README.md, tenth pass).
 """
 
 import re
