@@ -146,8 +146,9 @@ def commit_creating(claim: Claim, creating: Creating, pending: Pending, outcome)
     Any other first boundary inserts first, then commits as usual. None when nothing was
     written: the id exists or the active version moved (the caller takes the ORM path)."""
     with storage_faults.guarded():
-        if isinstance(outcome, Continue) and _one_round_trip(pending, outcome):
-            permission = _create_and_write(claim, creating, pending)
+        db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once a boundary
+        if isinstance(outcome, Continue) and _one_round_trip(pending, outcome, db):
+            permission = _create_and_write(claim, creating, pending, db)
         else:
             permission = _create_then_commit(claim, creating, pending, outcome)
         if permission is not None:
@@ -160,7 +161,7 @@ def commit_creating(claim: Claim, creating: Creating, pending: Pending, outcome)
 _NEW_INSTANCE = "(SELECT min(id) + 0 / count(*) FROM i)"
 
 
-def _create_and_write(claim: Claim, creating: Creating, pending: Pending) -> str | None:
+def _create_and_write(claim: Claim, creating: Creating, pending: Pending, db) -> str | None:
     progress = boundary_progress([s.status for s in pending.steps.values()], continues=True)
     lease = replace(
         creating.lease,
@@ -171,12 +172,12 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending) -> str
     now = runtime.now()
     params = create_statement.insert_params(creating.instance, creating.now, lease)
     writes = []
-    for sql, values in _statements(claim, pending, Continue(), now, keep_only=False, new=True):
+    for sql, values in _statements(claim, pending, Continue(), now, db, keep_only=False, new=True):
         writes.append(sql)
         params += values
     one = _with((create_statement.LEASED_CTES,), tuple(writes), "SELECT i.id, t.id FROM i, t")
     try:  # alone: its own transaction
-        row = pgwire.execute(one, params)
+        row = pgwire.execute(one, params, db)
     except psycopg.errors.DivisionByZero:
         return None
     if row is None:
@@ -200,18 +201,19 @@ def _created(claim: Claim, creating: Creating, instance_pk: int, task_pk: int) -
 
 
 def _commit(claim: Claim, pending: Pending, outcome) -> str:
+    db = connections[DEFAULT_DB_ALIAS]  # the thread's wrapper, looked up once a boundary
     now = runtime.now()
     progress = boundary_progress(
         [state.status for state in pending.steps.values()], continues=isinstance(outcome, Continue)
     )
-    if _one_round_trip(pending, outcome):
-        statements = _statements(claim, pending, outcome, now, keep_only=False)
+    if _one_round_trip(pending, outcome, db):
+        statements = _statements(claim, pending, outcome, now, db, keep_only=False)
         renews = isinstance(outcome, Continue)  # else the outcome releases or deletes the task
-        if _write_if_proceeding(claim, now, progress, statements, renews=renews):
+        if _write_if_proceeding(claim, now, progress, statements, db, renews=renews):
             return _committed(pending, PROCEED)
         # Refused, nothing written: paused, fenced off or lease lost. The path below finds out
         # which and writes what a paused instance keeps.
-    optimistic = connection.vendor == "postgresql" and not (
+    optimistic = db.vendor == "postgresql" and not (
         isinstance(outcome, SuspendTo) and outcome.rechecks
     )
     expected = PROCEED
@@ -219,7 +221,7 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
         with transaction.atomic():
             if optimistic:
                 keep_only = expected == KEEP_AND_STOP
-                statements = _statements(claim, pending, outcome, now, keep_only=keep_only)
+                statements = _statements(claim, pending, outcome, now, db, keep_only=keep_only)
                 # Paused: keeping finished work and stopping is a suspension too.
                 reset = progress or keep_only
                 permission = _guard_and_write(claim, now, reset, statements)
@@ -234,7 +236,7 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
                 if permission == DISCARD:
                     return DISCARD
                 keep_only = permission == KEEP_AND_STOP
-                _execute_all(_statements(claim, pending, outcome, now, keep_only=keep_only))
+                _execute_all(_statements(claim, pending, outcome, now, db, keep_only=keep_only))
             for fn in pending.mutations:  # an IntegrityError here aborts the whole boundary
                 fn()
             if permission == PROCEED:
@@ -253,7 +255,7 @@ def _committed(pending: Pending, permission: str) -> str:
     return permission
 
 
-def _one_round_trip(pending: Pending, outcome) -> bool:
+def _one_round_trip(pending: Pending, outcome, db) -> bool:
     """Can this boundary be one pipeline with no transaction around it (see the module doc)?"""
     return (
         not pending.mutations
@@ -261,7 +263,7 @@ def _one_round_trip(pending: Pending, outcome) -> bool:
         and not (isinstance(outcome, SuspendTo) and outcome.rechecks)
         # one statement must not write a step row twice (delete it, upsert it again)
         and not pending.deleted
-        and pgwire.postgres_autocommit()
+        and pgwire.postgres_autocommit(db)
     )
 
 
@@ -269,7 +271,7 @@ _TERMINATE_SELF = "SELECT pg_terminate_backend(pg_backend_pid())"
 
 
 def _write_if_proceeding(
-    claim: Claim, now: datetime, progress: bool, statements: list, *, renews: bool
+    claim: Claim, now: datetime, progress: bool, statements: list, db, *, renews: bool
 ) -> bool:
     """The guard and the writes as one statement (CTEs: each write one `wN AS (...)`), sent in
     autocommit, so it is its own transaction; False when the guard refused and nothing was
@@ -295,7 +297,7 @@ def _write_if_proceeding(
     one = _with(head, tuple(writes), _ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS)
     try:
         if not storage_faults.take("boundary_commit_before"):
-            pgwire.execute(one, params)  # alone: its own transaction
+            pgwire.execute(one, params, db)  # alone: its own transaction
             return True
         # The test hook's "before COMMIT": the backend dies after the writes, before the
         # pipeline's sync would commit them.
@@ -318,20 +320,28 @@ def _with(head: tuple[str, ...], writes: tuple[str, ...], end: str) -> str:
 
 
 def _statements(
-    claim: Claim, pending: Pending, outcome, now: datetime, *, keep_only: bool, new: bool = False
+    claim: Claim,
+    pending: Pending,
+    outcome,
+    now: datetime,
+    db,
+    *,
+    keep_only: bool,
+    new: bool = False,
 ):
-    """`new`: the instance is inserted by the same statement (_NEW_INSTANCE, first boundary)."""
+    """The boundary's writes for `db`, the thread's connection wrapper. `new`: the instance is
+    inserted by the same statement (_NEW_INSTANCE, first boundary)."""
     statements = _step_statements(
-        claim, pending.steps.values(), now, skip_starts=keep_only, new=new
+        claim, pending.steps.values(), now, db, skip_starts=keep_only, new=new
     )
     statements += [
         (
             "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
-            [_dt(now), step_name, event_pk],
+            [_dt(now, db), step_name, event_pk],
         )
         for event_pk, step_name in pending.consumed
     ]
-    statements += _log_statements(claim, pending.logs, new=new)
+    statements += _log_statements(claim, pending.logs, db, new=new)
     # An outcome that updates the instance row records the fingerprint in that same UPDATE.
     folded = not keep_only and isinstance(outcome, SuspendTo | Finish | Fail)
     if pending.fingerprint is not None and not folded:
@@ -342,7 +352,7 @@ def _statements(
             )
         )
     if keep_only:
-        return statements + [_release(claim)]
+        return statements + [_release(claim, db)]
     if pending.deleted:
         names = sorted(pending.deleted)
         statements.append(
@@ -353,7 +363,7 @@ def _statements(
                 [claim.instance_pk, claim.run_number, *names],
             )
         )
-    return statements + _outcome_statements(claim, outcome, now, pending)
+    return statements + _outcome_statements(claim, outcome, now, pending, db)
 
 
 # The task row is the mutex: services lock it before touching the instance, pause clears its
@@ -510,10 +520,10 @@ _UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + "
 
 
 def _step_statements(
-    claim: Claim, states, now: datetime, *, skip_starts: bool, new: bool = False
+    claim: Claim, states, now: datetime, db, *, skip_starts: bool, new: bool = False
 ) -> list:
     """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
-    db, rows = connections[DEFAULT_DB_ALIAS], []  # the thread's wrapper, looked up once
+    rows = []
     for state in states:
         if skip_starts and state.status in (StepStatus.RUNNING, StepStatus.LOOPING):
             # paused: a step that has not begun must not begin; a loop's state must not move
@@ -578,17 +588,17 @@ _LOG = _Columns(WorkflowLog, _LOG_COLUMNS)
 _LOG_INSERT = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES {{}}"
 
 
-def _log_statements(claim: Claim, logs: list[dict], *, new: bool = False) -> list:
+def _log_statements(claim: Claim, logs: list[dict], db, *, new: bool = False) -> list:
     if not logs:
         return []
-    db, rows = connections[DEFAULT_DB_ALIAS], []
+    rows = []
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
         rows.append(_LOG.row(values, db))
     return [(_insert_sql(_LOG_INSERT, len(_LOG_COLUMNS), len(rows), new), _values(rows, new))]
 
 
-def _release(claim: Claim, **changes) -> tuple[str, list]:
+def _release(claim: Claim, db, **changes) -> tuple[str, list]:
     """Give up the lease (optionally setting run_at, kind, priority, wait_event_type). Every
     release ends a boundary that is progress (a suspension, a requeue, a paused stop), so it
     resets the recovery count itself: the one-statement boundary does not renew the row too."""
@@ -596,7 +606,7 @@ def _release(claim: Claim, **changes) -> tuple[str, list]:
     params = []
     for column, value in changes.items():
         sets.append(f"{column} = %s")
-        params.append(_dt(value) if isinstance(value, datetime) else value)
+        params.append(_dt(value, db) if isinstance(value, datetime) else value)
     sql = f"UPDATE workflow_task SET {', '.join(sets)} WHERE id = %s AND fencing_token = %s"
     return sql, params + [claim.task_pk, claim.fencing_token]
 
@@ -605,23 +615,23 @@ _INSTANCE_FIELDS = _fields(WorkflowInstance, ("output", "error"))
 
 
 def _instance_update(
-    claim: Claim, now: datetime, status: str, *, fingerprint: str | None = None, **json_fields
+    claim: Claim, now: datetime, status: str, db, *, fingerprint: str | None = None, **json_fields
 ) -> tuple:
-    sets, params = ["status = %s", "updated_at = %s"], [status, _dt(now)]
+    sets, params = ["status = %s", "updated_at = %s"], [status, _dt(now, db)]
     if fingerprint is not None:
         sets.append("code_fingerprint = %s")
         params.append(fingerprint)
     if status in (Status.COMPLETE, Status.ERRORED):
         sets.append("completed_at = %s")
-        params.append(_dt(now))
+        params.append(_dt(now, db))
     for column, value in json_fields.items():
         sets.append(f"{column} = %s")
-        params.append(_INSTANCE_FIELDS[column].get_db_prep_save(value, connection))
+        params.append(_INSTANCE_FIELDS[column].get_db_prep_save(value, db))
     sql = f"UPDATE workflow_instance SET {', '.join(sets)} WHERE id = %s"
     return sql, params + [claim.instance_pk]
 
 
-def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) -> list:
+def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending, db) -> list:
     delete_task = (
         "DELETE FROM workflow_task WHERE id = %s AND fencing_token = %s",
         [claim.task_pk, claim.fencing_token],
@@ -636,32 +646,35 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending) 
             run_at, kind = now, TaskKind.EVENT
         release = _release(
             claim,
+            db,
             run_at=run_at,
             kind=kind,
             priority=TASK_PRIORITY[kind],
             wait_event_type=task_wait_types(outcome.wait_event_type),
         )
-        waiting = _instance_update(claim, now, Status.WAITING, fingerprint=pending.fingerprint)
-        return [release, waiting, *_wake_runners()]
+        waiting = _instance_update(claim, now, Status.WAITING, db, fingerprint=pending.fingerprint)
+        return [release, waiting, *_wake_runners(db)]
     if isinstance(outcome, Finish | Fail):
         if isinstance(outcome, Finish):
             status, ending = Status.COMPLETE, {"output": outcome.output}
         else:
             status, ending = Status.ERRORED, {"error": outcome.error}
-        ended = _instance_update(claim, now, status, fingerprint=pending.fingerprint, **ending)
-        parent = [wake_parent(claim.instance_pk, now)] if outcome.wakes_parent else []
+        ended = _instance_update(claim, now, status, db, fingerprint=pending.fingerprint, **ending)
+        parent = [wake_parent(claim.instance_pk, now, db)] if outcome.wakes_parent else []
         return [delete_task, ended, *parent]
     if isinstance(outcome, Requeue):
         kind = outcome.kind
-        release = _release(claim, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind])
-        return [release, *_wake_runners()]
+        release = _release(
+            claim, db, run_at=outcome.run_at, kind=kind, priority=TASK_PRIORITY[kind]
+        )
+        return [release, *_wake_runners(db)]
     raise TypeError(f"unknown outcome {outcome!r}")
 
 
-def _wake_runners() -> list:
+def _wake_runners(db) -> list:
     """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
     that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
-    return [(NOTIFY_SQL, None)] if connection.vendor == "postgresql" else []
+    return [(NOTIFY_SQL, None)] if db.vendor == "postgresql" else []
 
 
 WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it
@@ -711,9 +724,9 @@ WHERE run_at IS NOT NULL
 """
 
 
-def wake_parent(instance_pk: int, now: datetime) -> tuple[str, list]:
-    return _WAKE_PARENT, [_dt(now), instance_pk]
+def wake_parent(instance_pk: int, now: datetime, db=connection) -> tuple[str, list]:
+    return _WAKE_PARENT, [_dt(now, db), instance_pk]
 
 
-def _dt(value: datetime):
-    return connection.ops.adapt_datetimefield_value(value)
+def _dt(value: datetime, db=connection):
+    return db.ops.adapt_datetimefield_value(value)

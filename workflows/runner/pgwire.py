@@ -68,12 +68,14 @@ def _session(conn: psycopg.Connection) -> tuple[dict, "_Statements"]:
     return kept, getattr(conn, _PREPARED)
 
 
-def execute(sql: str, params: Sequence) -> tuple | None:
+def execute(sql: str, params: Sequence, db=None) -> tuple | None:
     """Run `sql` (%s placeholders) with `params` in one round trip, prepared once per connection
     and parameter types; its first row, or None. Outside a transaction (autocommit) the
     statement is its own transaction and goes through libpq directly; inside one (Django's
-    atomic block, which psycopg opens lazily) through the kept cursor, which sends the BEGIN."""
-    db = connections[DEFAULT_DB_ALIAS]
+    atomic block, which psycopg opens lazily) through the kept cursor, which sends the BEGIN.
+    `db`: the thread's connection wrapper, if the caller has looked it up already."""
+    if db is None:
+        db = connections[DEFAULT_DB_ALIAS]
     db.ensure_connection()
     conn = db.connection
     if not conn.autocommit:
@@ -186,9 +188,11 @@ class _Statement:
         self.names.clear()
 
 
-def postgres_autocommit() -> bool:
-    """PostgreSQL with no transaction open on this thread's connection, so each statement, or
-    each pipeline, is its own transaction. One thread-local lookup for both questions: the
-    runner asks at every boundary and every create."""
-    db = connections[DEFAULT_DB_ALIAS]
+def postgres_autocommit(db=None) -> bool:
+    """PostgreSQL with no transaction open on this thread's connection (`db`, the thread's
+    wrapper, when the caller has it), so each statement, or each pipeline, is its own
+    transaction. One thread-local lookup for both questions: the runner asks at every boundary
+    and every create."""
+    if db is None:
+        db = connections[DEFAULT_DB_ALIAS]
     return db.vendor == "postgresql" and not db.in_atomic_block and db.get_autocommit()
