@@ -40,7 +40,7 @@ def on_cpu_ns(pid: int) -> int:
 
 class StatementCosts:
     """The backend CPU and wall time of each statement this process sends with a psycopg cursor
-    or through the runner's `pgwire.execute` (its own backend's, so the server must run on this
+    or through `ops.pgwire.execute` (its own backend's, so the server must run on this
     machine), in the order sent: `take()` returns those since the last take, as (backend CPU
     ns, wall s) pairs."""
 
@@ -49,7 +49,7 @@ class StatementCosts:
         self._taken: list[tuple[int, float]] = []
 
     def install(self) -> "StatementCosts":
-        from workflows.runner import pgwire
+        from ops import pgwire
 
         self._execute, self._run = psycopg.Cursor.execute, pgwire._Statement.run
 
@@ -71,7 +71,7 @@ class StatementCosts:
             self._taken.append((on_cpu_ns(pid) - cpu, time.perf_counter() - started))
 
     def uninstall(self) -> None:
-        from workflows.runner import pgwire
+        from ops import pgwire
 
         psycopg.Cursor.execute, pgwire._Statement.run = self._execute, self._run
 
@@ -109,7 +109,7 @@ class RoundTrips:
     """Counts statements and round trips of every psycopg connection in this process, per
     phase (`counter.phase = "run"`)."""
 
-    # "execute": psycopg.generators.execute, which the runner's pgwire.execute waits on itself.
+    # "execute": psycopg.generators.execute, which ops.pgwire.execute waits on itself.
     _EXECUTE = ("BaseCursor._execute_gen", "BaseCursor._executemany_gen_no_pipeline", "execute")
     _END = ("BaseConnection._commit_gen", "BaseConnection._rollback_gen")
     _SYNC = ("BasePipeline._exit_gen", "BasePipeline._sync_gen")

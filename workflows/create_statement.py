@@ -19,10 +19,10 @@ import json
 
 from django.db import connection
 
+from ops import pgwire
 from workflows import concurrency
 from workflows.authoring import registry
 from workflows.models import Status, TaskKind, WorkflowInstance, start_priority
-from workflows.runner import pgwire
 from workflows.runner.claim import DB_NOW, Lease, db_now_param
 from workflows.runner.wake import CHANNEL
 

@@ -118,6 +118,28 @@ def test_a_duplicate_is_one_round_trip_and_queues_nothing(deliver, ticket_stays_
     assert TraceEvent.objects.count() == 2
 
 
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_the_delivery_statement_is_parsed_once_per_connection_not_per_delivery(
+    deliver, ticket_stays_fresh
+):
+    # Seen: PostgreSQL parsed and planned the five-part statement for every delivery, most of
+    # its CPU per delivery (bench/README.md, eleventh pass).
+    def delivery_statements():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT generic_plans + custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE 'WITH queued AS%%'"
+            )
+            return [runs for (runs,) in cursor.fetchall()]
+
+    for n in range(4):
+        response = deliver({**load_fixture("daily.json"), "n": n})
+        assert response.status_code == 200, response.content
+    assert RawEvent.objects.count() == 4
+    assert delivery_statements() == [4]
+
+
 @pytest.mark.django_db
 def test_deliveries_share_one_queued_task_and_it_runs_the_consumer(deliver):
     """The task the deliveries queued, run the way a django-q2 worker runs it."""

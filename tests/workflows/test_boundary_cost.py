@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bench.pgcost import RoundTrips
+from ops import pgwire
 from workflows import services, workflow
 from workflows.decisions import DISCARD, PROCEED
 from workflows.models import WorkflowInstance, WorkflowStep, WorkflowTask
-from workflows.runner import persist, pgwire, run_one
+from workflows.runner import persist, run_one
 from workflows.runner.claim import claim_next
 from workflows.runner.execute import execute
 from workflows.testing import WorkflowHarness

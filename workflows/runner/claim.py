@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Count, DateTimeField, ExpressionWrapper, F, Min, Q
 from django.db.models.functions import Now
 
+from ops import pgwire
 from workflows import concurrency, runtime
 from workflows.authoring import registry
 from workflows.decisions import StepState
@@ -34,7 +35,7 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import pgwire, storage_faults
+from workflows.runner import storage_faults
 
 VERSION_MISSING_RETRY = timedelta(minutes=1)
 

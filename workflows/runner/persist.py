@@ -21,6 +21,7 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 
+from ops import pgwire
 from workflows import create_statement, runtime
 from workflows.decisions import (
     DISCARD,
@@ -42,7 +43,7 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import pgwire, storage_faults
+from workflows.runner import storage_faults
 from workflows.runner.claim import DB_NOW, Claim, Lease, db_now_param
 from workflows.runner.wake import CHANNEL, NOTIFY_SQL
 

@@ -1,21 +1,25 @@
-"""Prepared statements on Django's PostgreSQL connection, for the runner's hot statements.
+"""Prepared statements on Django's PostgreSQL connection, for the hot statements: the runner's
+claim, create and step boundaries, and the webhook's one statement per delivery.
 
 Django's default cursor (psycopg's ClientCursor) interpolates parameters into the SQL text, so
-PostgreSQL parses and plans every claim and boundary statement anew. A plain cursor binds
+PostgreSQL parses and plans every claim, boundary and delivery anew. A plain cursor binds
 parameters on the server and, with `prepare=True`, prepares the statement once per connection.
 Prepared statements of this session use their generic plan (plan_cache_mode): PostgreSQL
 would otherwise plan custom plans again and again for the COALESCE(%s, statement_timestamp())
 clock parameter, and the generic plans walk the same indexes (EXPLAIN EXECUTE shows them).
-Django opens connections with psycopg's preparing disabled (prepare_threshold None), so the
-runner turns it on for statements it marks `prepare=True` only (a threshold nothing reaches);
+Django opens connections with psycopg's preparing disabled (prepare_threshold None), so this
+module turns it on for statements it marks `prepare=True` only (a threshold nothing reaches);
 Django's own statements are never prepared, so neither setting changes anything else.
-Errors come back as psycopg's own exceptions, not Django's wrappers (storage_faults knows both).
+Errors come back as psycopg's own exceptions, not Django's wrappers (storage_faults knows both;
+the webhook wraps them in the connection's wrap_database_errors).
 
-`execute` is the hot path (create, claim, boundaries): outside a transaction it hands the
-prepared statement to libpq itself, with psycopg's C dumpers and loaders and its non-blocking
-wait, as a cursor uses them. The cursor's own machinery around that (query conversion, the
+`execute` is the hot path: outside a transaction it hands the prepared statement to libpq
+itself, with psycopg's C dumpers and loaders and its non-blocking wait, as a cursor uses them
+(bytes go as binary parameters). The cursor's own machinery around that (query conversion, the
 prepared-statement manager, result bookkeeping) cost 25-45 us of client CPU per statement, about
-a tenth of the runner's CPU on a 3-step run (bench/README.md, tenth pass).
+a tenth of the runner's CPU on a 3-step run; for the webhook's five-insert statement the
+server's parse and plan, saved by preparing it, were most of PostgreSQL's CPU per delivery
+(bench/README.md, tenth and eleventh passes).
 """
 
 import re

@@ -1,4 +1,4 @@
-"""The runner's hot statements through libpq directly (runner/pgwire.execute): prepared once per
+"""The hot statements through libpq directly (ops/pgwire.execute): prepared once per
 connection and parameter types, the same answers and errors as a psycopg cursor, the caller's
 transaction respected, and the server's prepared statements kept bounded."""
 
@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from workflows.runner import pgwire
+from ops import pgwire
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
