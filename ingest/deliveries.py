@@ -277,7 +277,9 @@ def _statement_sql(queue_cte: str, *, with_id: bool = False) -> str:
     queue message), the row (deduplicated by raw_events_dedup; `with_id`: its id is the first
     parameter) and, only if the row went in, its traces: webhook_received, and queue_published
     when it is queued. It runs in autocommit, so it is its own transaction: all or nothing. It
-    answers the new row's id (None for a duplicate) and whether it was queued."""
+    answers the new row's id (None for a duplicate) and whether it was queued. A message of the
+    row's own (`with_id`) selects from the row's insert, so a duplicate queues nothing; it then
+    follows the row, and so do its parameters (_insert_one_statement)."""
     key = (queue_cte, with_id)
     if key not in _sql:
         q = connection.ops.quote_name
@@ -289,10 +291,12 @@ def _statement_sql(queue_cte: str, *, with_id: bool = False) -> str:
         first = ", ".join(f"%s::{cast}" for _, cast in _TRACE_VALUES)
         second = ", ".join(["%s"] * len(_TRACE_VALUES))
         picked = ", ".join(["v.request_id", "ev.id", *(f"v.{n}" for n, _ in _TRACE_VALUES[1:])])
-        _sql[key] = (
-            f"WITH queued AS ({queue_cte}), "
+        row = (
             f"ev AS (INSERT INTO raw_events ({columns}) VALUES ({placeholders}) "
-            "ON CONFLICT ON CONSTRAINT raw_events_dedup DO NOTHING RETURNING id), "
+            "ON CONFLICT ON CONSTRAINT raw_events_dedup DO NOTHING RETURNING id)"
+        )
+        queued = f"queued AS ({queue_cte})"
+        _sql[key] = (f"WITH {row}, {queued}, " if with_id else f"WITH {queued}, {row}, ") + (
             f"traced AS (INSERT INTO trace_events ({trace_columns()}) SELECT {picked} "
             f"FROM ev, (VALUES ({first}), ({second})) AS v ({names}) "
             "WHERE v.event = 'webhook_received' OR EXISTS (SELECT FROM queued)) "
@@ -303,7 +307,7 @@ def _statement_sql(queue_cte: str, *, with_id: bool = False) -> str:
 
 _OWN_TASK_CTE = (
     'INSERT INTO django_q_ormq ("key", payload, lock) '
-    "VALUES (%s::varchar, %s::text, %s::timestamptz) RETURNING id"
+    "SELECT %s::varchar, %s::text, %s::timestamptz FROM ev RETURNING id"
 )
 
 
@@ -326,26 +330,27 @@ def _insert_one_statement(*, body, envelope, request_id, received_at, ordered_at
         "ordered_at": ordered_at,
     }
     db = connections[DEFAULT_DB_ALIAS]
+    received = trace_row("webhook_received", request_id=request_id, data=_received(row))
+    published = trace_row("queue_published", request_id=request_id, data=ORM)
+    del received[1], published[1]  # raw_event: the inserted row's id
     # psycopg's errors as Django's, so the webhook's 503 handling and retry still apply.
     with db.wrap_database_errors:
         if tracing.traceparent():
             (pk,) = pgwire.execute(_NEXT_ID_SQL, (), db)
             try:
-                queue_cte, queue_params = _OWN_TASK_CTE, list(orm_message(pk))
+                message = orm_message(pk)
             except Exception:
                 # As a failed publish in the transaction path (tried, and traced, there): the
                 # row is stored all the same and stays pending for the drain.
                 log.exception("could not build the queue message for raw event %s", pk)
                 return _insert_in_transaction(**row, skipped=None)
-            sql = _statement_sql(queue_cte, with_id=True)
-            values = [pk, *_row_values(**row)]
+            sql = _statement_sql(_OWN_TASK_CTE, with_id=True)
+            # The row's parameters first: its own task selects from the row's insert.
+            params = [pk, *_row_values(**row), body, *message, *received, *published]
         else:
-            queue_cte, queue_params = queue.ticket_join_sql()
-            sql, values = _statement_sql(queue_cte), _row_values(**row)
-        received = trace_row("webhook_received", request_id=request_id, data=_received(row))
-        published = trace_row("queue_published", request_id=request_id, data=ORM)
-        del received[1], published[1]  # raw_event: the inserted row's id
-        params = [*queue_params, *values, body, *received, *published]
+            ticket_cte, ticket_params = queue.ticket_join_sql()
+            sql = _statement_sql(ticket_cte)
+            params = [*ticket_params, *_row_values(**row), body, *received, *published]
         pk, queued = pgwire.execute(sql, params, db)
     if pk is not None and not queued:
         _queue_after_commit(pk, request_id)

@@ -175,11 +175,15 @@ def test_enqueue_failure_leaves_the_row_for_the_drain(
     import django_q.tasks
 
     from ingest import queue
+    from ops import tracing
 
     def broken(*args, **kwargs):
         raise ConnectionError("redis is down")
 
     monkeypatch.setattr(django_q.tasks, "async_task", broken)
+    # With OpenTelemetry's SDK left installed by tests/ops/test_tracing.py, the ORM case would
+    # build its own message without async_task (tested there).
+    monkeypatch.setattr(tracing, "traceparent", lambda: "")
     monkeypatch.setattr(queue, "tickets_used", lambda: orm_broker)
     with django_capture_on_commit_callbacks(execute=True):
         response = deliver(load_fixture("daily.json"))

@@ -154,6 +154,31 @@ def test_the_consumer_span_links_to_the_webhook_span_by_request_id(db, spans, de
     assert [link.context.span_id for link in consume.links] == [webhook.context.span_id]
 
 
+@pytest.mark.postgres_only
+def test_outside_a_transaction_a_traced_delivery_is_stored_once_with_its_own_task(
+    transactional_db, spans, deliver
+):
+    """The webhook's own path in production (autocommit, ops.pgwire): the row's id is drawn,
+    then the row, its traces and its own task carrying the span go in one statement."""
+    from django_q.models import OrmQ
+
+    from ingest.models import RawEvent, TraceEvent
+
+    first = deliver(load_fixture("daily.json"))
+    again = deliver(load_fixture("daily.json"))
+    assert first.status_code == 200, first.content
+    assert again.json() == {"ok": True, "duplicate": True}
+    (row,) = RawEvent.objects.all()
+    assert row.pk == first.json()["raw_event_id"]
+    # Seen: the duplicate queued a task too, for the id it had drawn and never stored.
+    assert OrmQ.objects.count() == 1
+    message = OrmQ.objects.get()
+    assert message.args() == (row.pk,)
+    assert message.kwargs()["traceparent"].startswith("00-")
+    events = TraceEvent.objects.filter(raw_event=row).values_list("event", flat=True)
+    assert sorted(events) == ["queue_published", "webhook_received"]
+
+
 CHECK_ABSENT = """
 import importlib.abc, json, sys
 
