@@ -570,7 +570,7 @@ def big_rows_pending(env: dict, dbname: str, rows: int = 5, mb: int = 40) -> dic
 def record_in_process(n: int, salt: str) -> None:
     """n signed deliveries recorded through the webhook's own function (raw_event_record: row,
     traces and queue publish in one transaction), without HTTP: the normalize bench's input."""
-    from ingest.deliveries import raw_event_record
+    from ingest.recording import raw_event_record
     from ingest.signature import signature_header_value
 
     for body in bodies(n, salt):

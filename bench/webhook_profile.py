@@ -49,7 +49,7 @@ def layers() -> dict:
     from django.core.wsgi import get_wsgi_application
 
     from ingest.deadline import within_deadline
-    from ingest.deliveries import raw_event_record
+    from ingest.recording import raw_event_record
     from ingest.webhook import terra_webhook
 
     app = get_wsgi_application()

@@ -8,9 +8,10 @@ from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from ingest.consumer import raw_event_consume
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent, RawEventState
 from ingest.queue import queue_publish
-from ingest.replay import NO_CONNECTION, reset_to_pending
+from ingest.replay import reset_to_pending
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
 

@@ -39,6 +39,10 @@ class Envelope:
     provider: str
 
 
+# What a body that is not a JSON object is recorded as.
+UNPARSEABLE = Envelope("unknown", "", "", "")
+
+
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
 

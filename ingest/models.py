@@ -20,9 +20,6 @@ class RawEventState(models.TextChoices):
     DEAD = "dead"  # raised 5 times: manual triage
 
 
-UNPROCESSED_STATES = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
-
-
 class RawEvent(models.Model):
     """One Terra delivery as received. `state` names the row's place in the consumer state
     machine (DESIGN §4); processed_at/process_error carry the same facts in the spec's terms."""
@@ -57,6 +54,9 @@ class RawEvent(models.Model):
         on_delete=models.SET_NULL,
         related_name="raw_events",
     )
+    # The webhook span's W3C traceparent when OpenTelemetry records (ops.tracing): the consumer's
+    # span links to it. "" otherwise.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
 
     class Meta:
         db_table = "raw_events"
@@ -368,6 +368,20 @@ class ImportJob(models.Model):
 
     def __str__(self):
         return f"import {self.user} {self.start_date}…{self.end_date}"
+
+
+class RawEventUpload(models.Model):
+    """A big delivery body staged by COPY for the one statement that inserts its row
+    (ingest.store.deliveries, PostgreSQL): it lives only inside that delivery's transaction."""
+
+    token = models.UUIDField(unique=True)
+    body = models.BinaryField()
+
+    class Meta:
+        db_table = "raw_event_uploads"
+
+    def __str__(self):
+        return f"upload {self.token}"
 
 
 class ConsumeTicket(models.Model):

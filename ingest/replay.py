@@ -3,12 +3,11 @@ now exists for rows parked without one). Audited when an operator asks."""
 
 from django.db import transaction
 
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent, RawEventState
 from ingest.queue import raw_event_enqueue
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-
-NO_CONNECTION = "no_connection_for_terra_user"
 
 
 def reset_to_pending(ids: list[int]) -> int:

@@ -9,9 +9,9 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ingest.deadline import DatabaseDeadline, within_deadline
-from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
 from ingest.metrics import RAW_EVENTS_RECEIVED, webhook_measured
+from ingest.recording import raw_event_record
 from ops import tracing
 from ops.errors import ErrorCode, error_response
 

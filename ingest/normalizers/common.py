@@ -5,11 +5,11 @@ import re
 from collections import Counter
 from datetime import UTC, date, datetime
 
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent
 from ingest.registry import NormalizeResult
 from ingest.users import user_for_event
 
-NO_CONNECTION = "no_connection_for_terra_user"
 _WRITTEN_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", re.ASCII)
 
 

@@ -8,10 +8,11 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from ingest import registry
+from ingest.decisions import NO_CONNECTION
 from ingest.drain import drain_candidates, raw_events_drain
 from ingest.models import RawEvent, RawEventState
 from ingest.registry import NormalizeResult
-from ingest.replay import NO_CONNECTION, raw_events_replay
+from ingest.replay import raw_events_replay
 from ops.models import AuditLog
 from tests.factories import RawEventFactory
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest import deliveries
+from ingest import recording
 from ingest.models import RawEvent, RawEventState, SleepSession, TerraConnection, TraceEvent
 from tests.factories import TerraConnectionFactory
 from tests.ingest.conftest import TERRA_USER
@@ -116,7 +116,7 @@ def test_a_value_out_of_range_for_its_column_parks_at_once_with_a_clear_message(
 def test_last_webhook_at_is_stamped_from_deliveries_at_most_once_a_minute(
     post, fixture_payload, alice, monkeypatch
 ):
-    monkeypatch.setattr(deliveries, "_last_seen", {})
+    monkeypatch.setattr(recording, "_last_seen", {})
     TerraConnectionFactory(user=alice, terra_user_id=TERRA_USER)
     first = outcome(post(fixture_payload("daily.json", reference="alice")))
     stamped = TerraConnection.objects.get().last_webhook_at
@@ -124,7 +124,7 @@ def test_last_webhook_at_is_stamped_from_deliveries_at_most_once_a_minute(
     post(fixture_payload("sleep.json", reference="alice"))
     assert TerraConnection.objects.get().last_webhook_at == stamped  # within the minute
     # A minute on (another process, or this one's memo expired): stamped again.
-    monkeypatch.setattr(deliveries, "_last_seen", {})
+    monkeypatch.setattr(recording, "_last_seen", {})
     TerraConnection.objects.update(last_webhook_at=stamped - timedelta(minutes=2))
     later = outcome(post(fixture_payload("activity.json", reference="alice")))
     assert TerraConnection.objects.get().last_webhook_at == later.received_at

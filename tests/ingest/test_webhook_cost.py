@@ -157,25 +157,6 @@ def test_deliveries_share_one_queued_task_and_it_runs_the_consumer(deliver):
     assert outcomes.count() == 2
 
 
-def test_a_task_of_its_own_is_the_message_django_q_would_have_built(settings):
-    """With OpenTelemetry on, a delivery's statement queues a task of its own (its message
-    carries the webhook span): built by ingest.queue.orm_message, read by django-q2."""
-    from django_q.signing import SignedPackage
-
-    from ingest.queue import orm_message
-
-    key, payload, lock = orm_message(7)
-    task = SignedPackage.loads(payload)
-    assert task["func"] == "ingest.tasks.consume_raw_event"
-    assert task["args"] == (7,)
-    assert task["name"] == "consume-7"
-    assert task["save"] is False
-    assert set(task["kwargs"]) <= {"traceparent"}  # only with a recording span
-    assert len(task["id"]) == 32
-    assert key == settings.Q_CLUSTER["name"]
-    assert lock is not None
-
-
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_cut_while_idle_is_replaced_not_answered_503(deliver):
