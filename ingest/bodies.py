@@ -1,16 +1,16 @@
 """A claimed row's payload: its body loaded whole, or, for a big delivery of a type whose
 normalizer declared what it reads, streamed from the database in pieces through
-ingest.projection, which keeps only those paths."""
+ingest.terra.projection, which keeps only those paths."""
 
 import functools
 import logging
 from collections.abc import Iterator
 
 from ingest.models import RawEvent
-from ingest.projection import payload_projected, payload_trie, reads_trie
 from ingest.registry import item_reads_for
 from ingest.store import consumer as store
 from ingest.store.consumer import INLINE_BODY_BYTES
+from ingest.terra.projection import payload_projected, payload_trie, reads_trie
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from ingest.bodies import drop_body, with_payload
 from ingest.decisions import NOT_CLAIMED, Outcome
 from ingest.metrics import consumer_counted
 from ingest.models import RawEvent
-from ingest.payload import Unparseable, payload_parse
+from ingest.normalizers.users import users_prefetched
 from ingest.queue import consume_ticket_ensure, consume_ticket_release
 from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
 from ingest.store import consumer as store
+from ingest.terra.payload import Unparseable, payload_parse
 from ingest.traces import trace_row
-from ingest.users import users_prefetched
 from ops import tracing
 from ops.request_id import log_fields_reset, log_fields_set, reset_request_id, set_request_id
 

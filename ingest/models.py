@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.payload import Unparseable, payload_parse
+from ingest.terra.payload import Unparseable, payload_parse
 
 
 class RawEventState(models.TextChoices):

@@ -14,12 +14,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ingest import queue
-from ingest.envelope import UNPARSEABLE, Envelope, envelope_read
 from ingest.errors import InvalidSignature
 from ingest.models import RawEventState, TerraConnection
-from ingest.payload import Unparseable
-from ingest.signature import signature_header, signature_verify
 from ingest.store import deliveries as store
+from ingest.terra.envelope import UNPARSEABLE, Envelope, envelope_read
+from ingest.terra.payload import Unparseable
+from ingest.terra.signature import signature_header, signature_verify
 from ingest.traces import trace_row, trace_write
 from ops import tracing
 
@@ -105,7 +105,7 @@ def ordering_time(value: str | None, received_at: datetime) -> datetime:
 def _record(*, body, envelope: Envelope, request_id, received_at, ordered_at, skipped) -> Recorded:
     values = _row_values(body, envelope, request_id, received_at, ordered_at, skipped)
     received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
-    if connection.vendor == "postgresql":
+    if store.one_statement():
         pk = _insert_postgresql(values, body, request_id, received, skipped)
     else:
         pk = _insert_sqlite(values, body, request_id, received, skipped)

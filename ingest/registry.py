@@ -35,7 +35,7 @@ def register(
     *event_types: str, reads: Iterable[str] | None = None
 ) -> Callable[[Normalizer], Normalizer]:
     """Register a normalizer for `event_types`. `reads`: every path of a `data` item it reads
-    (dotted, ingest.projection's syntax); a big delivery of these types is then parsed as a
+    (dotted, ingest.terra.projection's syntax); a big delivery of these types is then parsed as a
     stream that keeps only those (a path left out reads as absent: list them all)."""
 
     def decorator(fn: Normalizer) -> Normalizer:

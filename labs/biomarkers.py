@@ -4,7 +4,7 @@ the spine's null-preserving upsert so replays converge; and Terra's flag → our
 from dataclasses import dataclass
 from datetime import date
 
-from ingest.upsert import upsert_keep_non_null
+from ingest.normalizers.rows import upsert_keep_non_null
 from labs.aliases import canonical_code
 from labs.models import Biomarker, BiomarkerStatus
 

@@ -13,8 +13,8 @@ from ingest.normalizers.common import (
     resolve,
     source_of,
 )
+from ingest.normalizers.rows import Upserted, upsert_newest
 from ingest.registry import NormalizeResult, register
-from ingest.upsert import Upserted, upsert_newest
 
 # Every item path activity_values reads (a big delivery keeps only these, and so does `raw`).
 ACTIVITY_READS = (

@@ -7,8 +7,8 @@ from datetime import UTC, date, datetime
 
 from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent
+from ingest.normalizers.users import user_for_event
 from ingest.registry import NormalizeResult
-from ingest.users import user_for_event
 
 _WRITTEN_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", re.ASCII)
 
@@ -71,11 +71,6 @@ def source_of(raw_event: RawEvent) -> str:
     return str(provider).lower()
 
 
-def data_items(raw_event: RawEvent) -> list[dict]:
-    data = raw_event.payload.get("data") if isinstance(raw_event.payload, dict) else None
-    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
-
-
 def resolve(raw_event: RawEvent):
     """The event's user (set on the row too), or None when nobody is connected yet."""
     user = user_for_event(raw_event)
@@ -105,7 +100,7 @@ CURRENT_VERSION = "2022-03-16"
 _LEGACY_ITEM_KEYS = frozenset({"date", "summary_date", "start_time", "end_time", "timestamp"})
 # What every data normalizer reads of an item (MappingReport.items, record_key): its metadata,
 # and the legacy keys whose presence names a legacy shape. Each normalizer adds its own fields
-# (register(…, reads=…)): a big delivery keeps only these paths (ingest.projection).
+# (register(…, reads=…)): a big delivery keeps only these paths (ingest.terra.projection).
 ITEM_READS = ("metadata", *sorted(_LEGACY_ITEM_KEYS))
 
 

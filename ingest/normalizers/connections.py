@@ -9,12 +9,12 @@ from django.utils import timezone
 
 from ingest.models import RawEvent, TerraConnection
 from ingest.normalizers.common import dig
+from ingest.normalizers.rows import upsert_keep_non_null
+from ingest.normalizers.users import user_for_reference
 from ingest.registry import NormalizeResult, register
 from ingest.replay import raw_events_requeue_for_terra_user
-from ingest.terra_client import BACKFILL_TYPES, get_terra_client
+from ingest.terra.client import BACKFILL_TYPES, get_terra_client
 from ingest.traces import trace_write
-from ingest.upsert import upsert_keep_non_null
-from ingest.users import user_for_reference
 
 log = logging.getLogger(__name__)
 

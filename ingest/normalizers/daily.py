@@ -1,6 +1,5 @@
 """`daily` deliveries → daily_summary, one row per (user, source, written date)."""
 
-from ingest.daily_merge import daily_merge
 from ingest.models import RawEvent
 from ingest.normalizers.common import (
     ITEM_READS,
@@ -14,6 +13,7 @@ from ingest.normalizers.common import (
     source_of,
     written_date,
 )
+from ingest.normalizers.daily_merge import daily_merge
 from ingest.registry import NormalizeResult, register
 
 # Every item path daily_values and daily_vitals read (a big delivery keeps only these).

@@ -135,9 +135,9 @@ def download(url: httpx.URL, *, limit: int) -> bytes:
 
 @register("s3_payload")
 def s3_payload_fetch(raw_event: RawEvent) -> NormalizeResult:
-    from ingest.envelope import envelope_read
-    from ingest.payload import Unparseable
     from ingest.recording import raw_event_record_fetched
+    from ingest.terra.envelope import envelope_read
+    from ingest.terra.payload import Unparseable
 
     payload = raw_event.payload or {}
     try:

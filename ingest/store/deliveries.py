@@ -90,6 +90,12 @@ STAGE_ABOVE_BYTES = 4 * 1024 * 1024
 STAGE_PIECE_BYTES = 1024 * 1024
 
 
+def one_statement() -> bool:
+    """Whether this database records a delivery in one statement (DELIVERY_INSERT: PostgreSQL)
+    or in one transaction of several (SQLite)."""
+    return connection.vendor == "postgresql"
+
+
 def delivery_insert(
     values: list, body, *, join_ticket: bool, fresh_since: datetime, traces: list[list]
 ) -> tuple[int | None, bool]:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
+from ingest.actions import do_raw_events_replay
 from ingest.models import RawEvent
-from ingest.replay import raw_events_replay
 from tests.conftest import load_fixture
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_a_replay_keeps_the_original_ordering_time(deliver, django_capture_on_co
     response = deliver(load_fixture("daily.json"), headers={ORDERING: "1782890000123"})
     pk = response.json()["raw_event_id"]
     with django_capture_on_commit_callbacks(execute=False):
-        raw_events_replay(ids=[pk], actor="test")
+        do_raw_events_replay(ids=[pk], actor="test")
     assert RawEvent.objects.get(pk=pk).ordered_at == datetime(
         2026, 7, 1, 7, 13, 20, 123000, tzinfo=UTC
     )

@@ -13,7 +13,7 @@ from ingest.decisions import MAX_ATTEMPTS
 from ingest.due import DuePoller, due_ids
 from ingest.models import RawEvent, RawEventState
 from ingest.registry import NormalizeResult
-from ingest.schedules import drain_task
+from ingest.tasks import drain_task
 from tests.factories import RawEventFactory
 
 pytestmark = pytest.mark.django_db

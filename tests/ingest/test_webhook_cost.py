@@ -184,8 +184,8 @@ def test_a_connection_cut_while_idle_is_replaced_not_answered_503(deliver):
 def test_the_shortcut_paths_are_the_routed_ones():
     from django.urls import resolve
 
+    from ingest.urls import webhook_urlpatterns as urlpatterns
     from ingest.webhook import WEBHOOK_PATHS, terra_webhook
-    from ingest.webhook_urls import urlpatterns
 
     assert {f"/{pattern.pattern}" for pattern in urlpatterns} == WEBHOOK_PATHS
     for path in WEBHOOK_PATHS:
@@ -197,7 +197,7 @@ def test_the_shortcut_paths_are_the_routed_ones():
 def test_a_refused_delivery_leaves_no_watch_on_its_connection(deliver, settings):
     # Seen: work that ended with a refusal (401) stayed armed, so the watchdog shut the
     # connection down under a later request on the same thread.
-    from ingest import deadline
+    from ops import deadline
 
     settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS = 30
     assert deliver(load_fixture("daily.json"), secret="wrong").status_code == 401

@@ -17,7 +17,7 @@ where an object was read: []; an object where a list was read: {}); the normaliz
 treat both alike (dig() is None, as_dict() is {}), so the rows they write do not change.
 Scalars are kept as they are wherever they sit on a read path.
 
-Numbers follow ingest.payload: floats, or the number's text when it is beyond float range
+Numbers follow ingest.terra.payload: floats, or the number's text when it is beyond float range
 (1e400, spelled as Decimal writes it: "1E+400"). Any parse error is a ValueError; the consumer
 then parses the body whole, so what is unparseable is classified as before.
 """

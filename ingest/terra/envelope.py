@@ -3,7 +3,7 @@ with a lean JSON parse so a 50 MB delivery never becomes 50 MB worth of Python d
 
 from dataclasses import dataclass
 
-from ingest.payload import NOT_AN_OBJECT, Unparseable, json_loads
+from ingest.terra.payload import NOT_AN_OBJECT, Unparseable, json_loads
 
 # Only objects that carry one of these keys are kept as dicts while parsing; every other object
 # (heart-rate samples, data items…) collapses to one shared marker. The decoder still checks the
@@ -49,7 +49,7 @@ def _text(value) -> str:
 
 def envelope_read(body: bytes | bytearray) -> Envelope:
     """Parse `body` (already signature-checked) and name the event. Raises Unparseable (with the
-    reason) when the body is not a JSON object, under ingest.payload's rules."""
+    reason) when the body is not a JSON object, under ingest.terra.payload's rules."""
     doc = json_loads(body, object_pairs_hook=_keep_or_collapse)
     if isinstance(doc, _Collapsed):
         return Envelope("unknown", "", "", "")

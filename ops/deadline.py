@@ -1,18 +1,7 @@
-"""Answer Terra in time when the database does not answer.
-
-A frozen or partitioned PostgreSQL accepts the TCP traffic (the kernel still ACKs) and never
-replies: neither statement_timeout (enforced by the frozen server) nor TCP keepalives fire, and
-a request waits until the client gives up. So the webhook's database work runs under a watchdog:
-one thread per process that, once a request's work has run for TERRA_WEBHOOK_DB_DEADLINE_SECONDS,
-shuts down that request's database socket. The driver's wait then ends with an error, the
-connection is dropped and the webhook answers 503 with Retry-After (Terra retries 5xx). The
-statement may still have reached the server and commit once it answers again; Terra's retry
-then meets the dedup constraint: nothing is lost, nothing is doubled.
-
-The work runs on the request's own thread and connection: arming the watchdog is a dictionary
-entry, where handing the work to a pool thread and back cost 0.12-0.17 ms of CPU per delivery
-(bench/README.md › Webhook). Connecting is bounded by DB_CONNECT_TIMEOUT on its own. PostgreSQL
-only: SQLite is a local file whose slow answers are its own lock timeout.
+"""A deadline for database work when the database may not answer at all (frozen, partitioned):
+a watchdog thread shuts down the socket of work past its deadline, so the driver's wait ends with
+an error instead of lasting until TCP gives up. PostgreSQL only; docs/ingest.md › A database that
+does not answer tells why and what it costs.
 """
 
 import itertools
@@ -22,7 +11,6 @@ import socket
 import threading
 import time
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 log = logging.getLogger(__name__)
@@ -96,9 +84,9 @@ def _shut_down(fd: int) -> None:
 _watchdog = _Watchdog()
 
 
-def within_deadline(fn, *args, **kwargs):
-    """fn(*args, **kwargs), the webhook's database work, or DatabaseDeadline once it has run
-    past TERRA_WEBHOOK_DB_DEADLINE_SECONDS (0: no watchdog, for tests whose database lives in
+def within_deadline(budget: float, fn, *args, **kwargs):
+    """fn(*args, **kwargs) — database work on this thread's connection — or DatabaseDeadline
+    once it has run past `budget` seconds (0: no watchdog, for tests whose database lives in
     their own transaction). On PostgreSQL, work that failed on a connection this thread opened
     earlier (the server restarted, an idle connection was cut) runs once more on a new one,
     within what is left of the deadline: what Django's per-request health check (a SELECT 1
@@ -109,7 +97,7 @@ def within_deadline(fn, *args, **kwargs):
     # timeout, not a server that went away, and a 503 would only make the demo retry.
     if connection.vendor != "postgresql":
         return fn(*args, **kwargs)
-    budget = float(getattr(settings, "TERRA_WEBHOOK_DB_DEADLINE_SECONDS", 0) or 0)
+    budget = float(budget or 0)
     started = time.monotonic()
     reused = connection.connection is not None and not connection.in_atomic_block
     try:
@@ -117,7 +105,7 @@ def within_deadline(fn, *args, **kwargs):
     except (OperationalError, InterfaceError):
         if not reused:
             raise
-        log.info("webhook: the database connection failed; retrying on a new one")
+        log.info("the database connection failed; retrying on a new one")
         _drop_connection()
         left = budget - (time.monotonic() - started) if budget > 0 else 0
         if budget > 0 and left <= 0:
