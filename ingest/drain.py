@@ -41,7 +41,7 @@ class DrainResult:
 def drain_candidates(
     *, include_skipped: bool = False, include_no_connection: bool = False, now=None
 ):
-    """Rows the drain may pick up (DESIGN §4): received in the last 24 h and unprocessed
+    """Rows the drain may pick up: received in the last 24 h and unprocessed
     (pending or parked, not leased by a consumer right now), excluding rows parked for want of a
     connection (the auth normalizer re-enqueues those) unless asked; plus retrying rows whose
     backoff is over, whatever their age; plus skipped rows of the last 24 h when asked."""

@@ -22,7 +22,7 @@ class RawEventState(models.TextChoices):
 
 class RawEvent(models.Model):
     """One Terra delivery as received. `state` names the row's place in the consumer state
-    machine (DESIGN §4); processed_at/process_error carry the same facts in the spec's terms."""
+    machine (ingest.decisions); processed_at/process_error carry the same facts in the spec's terms."""
 
     event_type = models.CharField(max_length=64)
     # "" (never NULL) when the delivery names no Terra user (lab reports): a NULL would make
@@ -38,7 +38,7 @@ class RawEvent(models.Model):
     request_id = models.CharField(max_length=128, blank=True, default="")
     received_at = models.DateTimeField(default=timezone.now)
     # When Terra emitted the delivery (X-Terra-Ordering-Timestamp, unix ms, unchanged across its
-    # retries), else received_at. Newer ordering wins per record (DESIGN §4); replays keep it.
+    # retries), else received_at. Newer ordering wins per record; replays keep it.
     ordered_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
     process_error = models.TextField(null=True, blank=True)

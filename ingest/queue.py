@@ -1,20 +1,6 @@
 """Queue publishing: hand a raw event to django-q2 so a consumer picks it up, in the caller's
-transaction on the ORM broker or after commit on Redis.
-
-On the ORM broker deliveries share consume tasks instead of queueing one each (django-q2's own
-per-task cost caps a 2-worker cluster at a few hundred tasks a second, whatever the task does):
-a delivery joins a consume task that is queued and not started yet — its ticket, a row of
-ingest_consume_tickets — or queues one with a new ticket, in its own transaction. The task
-deletes its ticket before it claims anything, and then drains pending rows (many per task).
-
-Why no delivery is missed: a delivery reads the ticket after inserting its row and, on
-PostgreSQL, holds a FOR KEY SHARE lock on it until it commits; the task's DELETE of that ticket
-waits for those commits, so every row that joined the ticket is committed (visible) before the
-task's first claim. A delivery that comes after the DELETE finds no ticket and queues a new
-task. On SQLite the delivery's transaction holds the database's write lock from BEGIN
-(IMMEDIATE), which orders the DELETE after it the same way. A ticket older than TICKET_FRESH
-is not joined (its task may be lost or stuck behind other work: a new one costs one task).
-"""
+transaction on the ORM broker (where deliveries share consume tasks through tickets) or after
+commit on Redis. docs/ingest.md › The queue says why no delivery is missed."""
 
 import logging
 from datetime import timedelta

@@ -45,7 +45,7 @@ def biomarker_upsert(
 ) -> int | None:
     """Insert or merge one biomarker; the code is the canonical one for raw_code. With
     `ordered_at` (body deliveries) a delivery older than the one that wrote the row changes
-    nothing (newest wins, DESIGN §4)."""
+    nothing (newest wins)."""
     m = measurement
     return upsert_keep_non_null(
         Biomarker,

@@ -105,7 +105,7 @@ ITEM_READS = ("metadata", *sorted(_LEGACY_ITEM_KEYS))
 
 
 class MappingReport:
-    """What a data normalizer made of one delivery (issue 10 §3): which items it could map,
+    """What a data normalizer made of one delivery: which items it could map,
     why the others were not, and which expected fields mapped items lacked.
 
     result() turns it into the outcome: a delivery with items that yields no row ends

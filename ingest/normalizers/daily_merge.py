@@ -1,21 +1,7 @@
 """Merging `daily_summary`, the one row per (user, source, date) that daily and sleep events both
-feed, so that the row depends only on what arrived, never on the order it arrived in.
-
-Rules (written out in README › Ingest rules and docs/ingest.md):
-- Daily columns: each column holds the value of the newest daily delivery (by ordering time,
-  RawEvent.ordered_at) that carried a value for it. A null never erases; an older delivery
-  arriving late changes nothing the newer one wrote. Each value's ordering time is kept per
-  column in `feeds["daily"]`, so the outcome is the same for every arrival order.
-- Sleep columns: all taken from one chosen session among the non-nap sleep sessions waking on
-  that date: the longest (end − start), then the most minutes asleep, then the greatest
-  record_key. They are recomputed from sleep_sessions whenever one of those sessions changes,
-  so they never mix two nights (stage percentages from one session only).
-- Columns fed by both: PRECEDENCE names, per column, which feeder's value wins; the other one
-  fills in when the first has none.
-
-Both writers lock the row (SELECT … FOR UPDATE on PostgreSQL; SQLite transactions here are
-IMMEDIATE, so they are serialized already) and write it with one UPDATE.
-"""
+feed, so that the row depends only on what arrived, never on the order it arrived in: newest
+daily value per column, sleep columns from one chosen session, PRECEDENCE for the columns both
+feed (docs/ingest.md › The daily merge)."""
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime

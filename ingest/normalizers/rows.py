@@ -1,10 +1,8 @@
-"""Null-preserving upsert shared by every typed table: one INSERT ... ON CONFLICT statement (SQLite
-and PostgreSQL alike) that only overwrites a stored column with a non-null new value, so replays
-converge and a sleep event never erases what a daily event wrote.
-
-With `ordered_by` (a column holding the ordering time of the delivery that wrote the row, see
-docs/ingest.md › Ordering) an update only applies when the incoming ordering time is not older than the stored
-one: a delivery Terra emitted earlier, arriving late, changes nothing."""
+"""Writing typed rows: the null-preserving upsert every normalizer shares (one statement of the
+store, SQLite and PostgreSQL alike) that only overwrites a stored column with a non-null new
+value, so replays converge and a sleep event never erases what a daily event wrote. With
+`ordered_by`, a delivery Terra emitted earlier, arriving late, changes nothing
+(docs/ingest.md › Rules)."""
 
 import enum
 
@@ -49,7 +47,7 @@ def upsert_keep_non_null(
 ) -> int | None:
     """Insert or update the row identified by `key` (the columns of a unique constraint).
 
-    On conflict each column in `values` becomes COALESCE(new, old) — or COALESCE(old, new) for
+    When the row exists each column in `values` becomes COALESCE(new, old) — or COALESCE(old, new) for
     columns in `keep_existing` — and `updated_at` moves only when something really changed.
     Returns the row id when it was inserted or changed, None when the stored row already held
     these values (or, with `ordered_by`, when it was written by a newer delivery). Field

@@ -5,6 +5,7 @@ table of what the last complete pull reached."""
 import json
 import re
 import sqlite3
+from contextlib import contextmanager
 
 from django.core.management.base import CommandError
 
@@ -29,6 +30,17 @@ class Mirror:
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (key TEXT PRIMARY KEY, value)")
         self.columns: dict[str, set[str]] = {}
+
+    @contextmanager
+    def pull(self):
+        """One pull is one local transaction: an interrupted pull leaves the file as it was."""
+        self.db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
     def get_state(self, key: str) -> str | None:
         row = self.db.execute(f"SELECT value FROM {STATE_TABLE} WHERE key = ?", (key,)).fetchone()

@@ -40,30 +40,27 @@ class Command(BaseCommand):
         params: dict = {"limit": limit}
         if since:
             params["since"] = since
-        with httpx.Client(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(60.0, connect=10.0),
-            transport=transport,
-        ) as client:
-            mirror.db.execute("BEGIN")
-            try:
-                while True:
-                    body = self._get(client, params)
-                    pages += 1
-                    for table, table_rows in body["tables"].items():
-                        if table_rows:
-                            mirror.upsert(table, table_rows)
-                            rows += len(table_rows)
-                    if not body.get("next"):
-                        break
-                    params = {"limit": limit, "cursor": body["next"]}
-                mirror.set_state("since", body["server_time"])
-                mirror.set_state("url", url)
-                mirror.db.execute("COMMIT")
-            except BaseException:
-                mirror.db.execute("ROLLBACK")
-                raise
+        with (
+            httpx.Client(
+                base_url=url.rstrip("/"),
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx.Timeout(60.0, connect=10.0),
+                transport=transport,
+            ) as client,
+            mirror.pull(),
+        ):
+            while True:
+                body = self._get(client, params)
+                pages += 1
+                for table, table_rows in body["tables"].items():
+                    if table_rows:
+                        mirror.upsert(table, table_rows)
+                        rows += len(table_rows)
+                if not body.get("next"):
+                    break
+                params = {"limit": limit, "cursor": body["next"]}
+            mirror.set_state("since", body["server_time"])
+            mirror.set_state("url", url)
         ms = (time.perf_counter() - began) * 1000
         self.stdout.write(
             f"pulled {rows} rows in {pages} page(s) in {ms:.0f} ms "
