@@ -210,7 +210,9 @@ def _run_alone(row: RawEvent, lease_until: datetime, now: datetime) -> str:
     with _row_context(row) as span:
         began = time.perf_counter()
         if decisions.is_abandoned(row.attempts):
-            outcome = decisions.outcome_of_abandoned(attempts=row.attempts)
+            outcome = decisions.outcome_of_abandoned(
+                attempts=row.attempts, last_error=row.process_error
+            )
             state = _write_one(row, lease_until, outcome, {"error": outcome.process_error}, began)
         else:
             try:
@@ -240,7 +242,11 @@ def _failed(row, lease_until, exc: Exception, user_id, now: datetime, began: flo
         log.exception("raw event %s: normalizer for %s raised", row.pk, row.event_type)
         error = f"{exc.__class__.__name__}: {exc}"
     outcome = decisions.outcome_of_failure(
-        error=error, deterministic=deterministic, attempts=row.attempts, now=now
+        error=error,
+        deterministic=deterministic,
+        attempts=row.attempts,
+        received_at=row.received_at,
+        now=now,
     )
     data = {"error": outcome.process_error[:500]}
     if outcome.next_attempt_at is not None:

@@ -77,14 +77,17 @@ def outcome_of_result(
     return Outcome(RawEventState.PARKED, error, None, 0, again, "parked", TraceLevel.WARNING)
 
 
-def outcome_of_failure(*, error: str, deterministic: bool, attempts: int, now: datetime) -> Outcome:
+def outcome_of_failure(
+    *, error: str, deterministic: bool, attempts: int, received_at: datetime, now: datetime
+) -> Outcome:
     """A normalizer raised. A deterministic error (a value its column can never hold) parks the
-    row at once; anything else is retried with backoff until MAX_ATTEMPTS, then dead."""
+    row at once, like a normalizer's "not ok": an outcome (no step towards dead), tried again on
+    the parked rows' backoff for a day, in case a deploy fixed it. Anything else is retried with
+    backoff until MAX_ATTEMPTS, then dead."""
     if deterministic:
         error = f"value_out_of_range: {error}"[:ERROR_MAX_CHARS]
-        return Outcome(
-            RawEventState.PARKED, error, None, attempts, None, "parked", TraceLevel.ERROR
-        )
+        again = parked_until(error, received_at=received_at, now=now)
+        return Outcome(RawEventState.PARKED, error, None, 0, again, "parked", TraceLevel.ERROR)
     error = error[:ERROR_MAX_CHARS]
     if attempts >= MAX_ATTEMPTS:
         return Outcome(RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR)
@@ -100,10 +103,15 @@ ABANDONED = (
 )
 
 
-def outcome_of_abandoned(*, attempts: int) -> Outcome:
-    """Claimed more than MAX_ATTEMPTS times with no outcome written: each time its worker died.
-    Running it again would kill another worker: dead."""
-    return Outcome(RawEventState.DEAD, ABANDONED, None, attempts, None, "dead", TraceLevel.ERROR)
+def outcome_of_abandoned(*, attempts: int, last_error: str | None) -> Outcome:
+    """A claim past MAX_ATTEMPTS: the claims since the last outcome ended with their worker dead.
+    Running it again would kill another worker: dead. The last real error, when an attempt
+    recorded one, stays the row's error; "its worker died" is said only when none did."""
+    if last_error:
+        error = f"{last_error[:1800]} (then its worker died before writing an outcome)"
+    else:
+        error = ABANDONED
+    return Outcome(RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR)
 
 
 def is_abandoned(attempts: int) -> bool:

@@ -27,7 +27,7 @@ class RawEvent(models.Model):
     event_type = models.CharField(max_length=64)
     # "" (never NULL) when the delivery names no Terra user (lab reports): a NULL would make
     # the unique constraint below let duplicates through on both databases.
-    terra_user_id = models.CharField(max_length=64, blank=True, default="")
+    terra_user_id = models.CharField(max_length=255, blank=True, default="")
     reference_id = models.CharField(max_length=255, blank=True, default="")
     provider = models.CharField(max_length=64, blank=True, default="")
     # The delivery's exact bytes: sha256(body) == dedup_key, so a row can be checked against what
@@ -56,7 +56,7 @@ class RawEvent(models.Model):
     )
     # The webhook span's W3C traceparent when OpenTelemetry records (ops.tracing): the consumer's
     # span links to it. "" otherwise.
-    traceparent = models.CharField(max_length=55, blank=True, default="")
+    traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
     class Meta:
         db_table = "raw_events"
@@ -131,7 +131,7 @@ class TerraConnection(models.Model):
         related_name="terra_connections",
         db_index=False,
     )
-    terra_user_id = models.CharField(max_length=64, unique=True)
+    terra_user_id = models.CharField(max_length=255, unique=True)
     provider = models.CharField(max_length=64)
     reference_id = models.CharField(max_length=255, blank=True, default="")
     scopes = models.TextField(blank=True, default="")

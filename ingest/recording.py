@@ -105,6 +105,8 @@ def ordering_time(value: str | None, received_at: datetime) -> datetime:
 def _record(*, body, envelope: Envelope, request_id, received_at, ordered_at, skipped) -> Recorded:
     values = _row_values(body, envelope, request_id, received_at, ordered_at, skipped)
     received = ("webhook_received", {"type": envelope.event_type, "bytes": len(body)})
+    if envelope.notes:
+        received[1]["envelope"] = envelope.notes
     if store.one_statement():
         pk = _insert_postgresql(values, body, request_id, received, skipped)
     else:

@@ -119,6 +119,7 @@ class MappingReport:
         self.rows = 0
         self.changed = 0
         self.stale: Counter[str] = Counter()
+        self.refusals: list[str] = []
         self.empty = False
 
     def items(self) -> list[dict]:
@@ -157,6 +158,14 @@ class MappingReport:
                 self.absent[name] += 1
         return True
 
+    def refused(self, item: dict, exc: Exception) -> None:
+        """An item mapped but refused by its columns (a value it can never hold, ValueOutOfRange):
+        it is left out, counted with its reason, and the rest of the delivery is written."""
+        self.rows -= 1
+        self.reasons["value_out_of_range"] += 1
+        if len(self.refusals) < 5:
+            self.refusals.append(str(exc)[:200])
+
     def written(self, changed: bool, *, stale=()) -> None:
         self.changed += bool(changed)
         for name in stale:
@@ -172,6 +181,8 @@ class MappingReport:
             detail["unmapped"] = dict(self.reasons)
         if self.absent:
             detail["absent_fields"] = dict(sorted(self.absent.items()))
+        if self.refusals:
+            detail["refused"] = self.refusals
         if self.stale:
             # A newer delivery of the same record already wrote these: left as they were.
             detail["stale"] = dict(sorted(self.stale.items()))

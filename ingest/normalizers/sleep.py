@@ -17,7 +17,7 @@ from ingest.normalizers.common import (
 )
 from ingest.normalizers.daily_merge import sleep_merge
 from ingest.normalizers.rows import Upserted, upsert_newest
-from ingest.registry import NormalizeResult, register
+from ingest.registry import NormalizeResult, ValueOutOfRange, register
 from ingest.store import rows as store
 
 # Every item path the sleep normalizer reads (a big delivery keeps only these, and so does the
@@ -110,17 +110,21 @@ def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
         if not report.mapped(values):
             continue
         before = store.sleep_session_wake(user.pk, source, key)
-        outcome = upsert_newest(
-            SleepSession,
-            key={"user_id": user.pk, "source": source, "record_key": key},
-            values={
-                **values,
-                "start_time": start,
-                "wake_date": written_date(end_time),  # the daily row it feeds
-                "ordered_at": raw_event.ordered_at,
-                "raw": item,
-            },
-        )
+        try:
+            outcome = upsert_newest(
+                SleepSession,
+                key={"user_id": user.pk, "source": source, "record_key": key},
+                values={
+                    **values,
+                    "start_time": start,
+                    "wake_date": written_date(end_time),  # the daily row it feeds
+                    "ordered_at": raw_event.ordered_at,
+                    "raw": item,
+                },
+            )
+        except ValueOutOfRange as exc:
+            report.refused(item, exc)
+            continue
         if outcome is Upserted.STALE:
             report.written(False, stale=["sleep_session"])
             continue

@@ -9,6 +9,8 @@ from decimal import Decimal
 
 import ijson
 
+from ingest.terra.payload import safe_text
+
 
 class _Marker:
     __slots__ = ("name",)
@@ -110,6 +112,8 @@ def _scalar(event: str, value):
     if event == "number" and isinstance(value, Decimal):
         number = float(value)
         return number if math.isfinite(number) else str(value)
+    if event in ("string", "map_key"):
+        return safe_text(value)
     return value
 
 
@@ -170,7 +174,7 @@ def _object(events: Iterator, node: dict) -> dict:
             if event_value[0] in _OPENERS:
                 _skip(events)
             continue
-        kept[value] = _value(events, *event_value, child)
+        kept[safe_text(value)] = _value(events, *event_value, child)
     raise ValueError("incomplete JSON")
 
 
