@@ -191,6 +191,8 @@ class MappingReport:
     def result(self) -> NormalizeResult:
         if self.rows == 0 and self.reasons:
             reason = "legacy_shape" if self._legacy_version() else self.reasons.most_common(1)[0][0]
+            if reason == "value_out_of_range":  # name the value, as the row's error shows it
+                reason = f"{reason}: {self.refusals[0]}"
             return NormalizeResult(
                 ok=True, skipped=f"unmappable:{reason}", detail={"unmapped": dict(self.reasons)}
             )

@@ -101,15 +101,19 @@ def test_an_item_mapped_in_part_records_the_absent_fields_in_its_trace(
     assert trace["unmapped"] == {"missing_metadata": 1, "no_known_fields": 1}
 
 
-def test_a_value_out_of_range_for_its_column_parks_at_once_with_a_clear_message(
+def test_a_delivery_whose_only_item_is_out_of_range_is_skipped_with_a_clear_message(
     post, fixture_payload, alice
 ):
+    # Items are mapped one by one: an item its columns can never hold is left out; when it was
+    # the only one, the delivery is unmappable, the value named (tests/ingest/test_hostile_strings
+    # has the item beside good ones).
     payload = fixture_payload("daily.json", reference="alice")
     payload["data"][0]["distance_data"]["steps"] = 1e20
     row = outcome(post(payload))
-    assert row.state == RawEventState.PARKED
-    assert row.attempts == 1
-    assert row.process_error.startswith("value_out_of_range: daily_summary.steps = ")
+    assert row.state == RawEventState.SKIPPED
+    assert row.process_error.startswith(
+        "skipped:unmappable:value_out_of_range: daily_summary.steps = "
+    )
     assert "out of range" in row.process_error
 
 
