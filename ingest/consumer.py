@@ -13,6 +13,7 @@ docs/ingest.md › The consumer tells the whole story.
 
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -27,7 +28,13 @@ from ingest.metrics import consumer_counted
 from ingest.models import RawEvent
 from ingest.normalizers.users import users_prefetched
 from ingest.queue import consume_ticket_ensure, consume_ticket_release
-from ingest.registry import Normalizer, NormalizeResult, ValueOutOfRange, normalizer_for
+from ingest.registry import (
+    Normalizer,
+    NormalizeResult,
+    ValueOutOfRange,
+    normalizer_for,
+    runs_in_transaction,
+)
 from ingest.store import consumer as store
 from ingest.terra.payload import Unparseable, payload_parse
 from ingest.traces import trace_row
@@ -174,7 +181,58 @@ def _goes_together(row: RawEvent) -> bool:
         row.body is not None
         and not decisions.is_abandoned(row.attempts)
         and not decisions.was_recovered(row.state, row.attempts)
+        and _in_one_transaction(row)
     )
+
+
+def _in_one_transaction(row: RawEvent) -> bool:
+    """False for a normalizer that waits on the network and for a delivery of more items than
+    one piece: they run outside a transaction (Pieces commits each piece)."""
+    if not runs_in_transaction(row.event_type):
+        return False
+    data = row.payload.get("data") if isinstance(row.payload, dict) else None
+    return not isinstance(data, list) or len(data) <= _piece_items()
+
+
+def _piece_items() -> int:
+    return max(int(getattr(settings, "INGEST_PIECE_ITEMS", 2000)), 1)
+
+
+class Pieces:
+    """A big delivery's items in pieces — INGEST_PIECE_ITEMS items, or a third of the lease,
+    whichever comes first — each in a transaction that commits with the row's progress and a
+    renewed lease (compare-and-set: a lost lease stops the work), so a delivery too big for one
+    lease finishes; the items an earlier attempt committed are skipped. MappingReport.items()
+    hands its items through it."""
+
+    def __init__(self, row: RawEvent, lease_until: datetime):
+        self.row, self.lease_until = row, lease_until
+        self._open: Iterator | None = None
+
+    def __call__(self, items: list) -> Iterator:
+        self._open = self._pieces(items)
+        return self._open
+
+    def _pieces(self, items: list) -> Iterator:
+        start, size = min(self.row.progress, len(items)), _piece_items()
+        budget = lease().total_seconds() / 3
+        while start < len(items):
+            began, end = time.monotonic(), start
+            with transaction.atomic():
+                while end < len(items) and end - start < size:
+                    yield items[end]
+                    end += 1
+                    if time.monotonic() - began > budget:
+                        break
+                renewed = timezone.now() + lease()
+                if not store.progress_write(self.row.pk, end, self.lease_until, renewed):
+                    raise _LostClaim
+            self.lease_until, self.row.progress, start = renewed, end, end
+
+    def close(self) -> None:
+        """Roll back a piece the normalizer left unfinished (it raised mid-way)."""
+        if self._open is not None:
+            self._open.close()
 
 
 def _run_group(group: list[tuple[RawEvent, datetime]], now: datetime) -> dict[str, int]:
@@ -215,18 +273,30 @@ def _run_alone(row: RawEvent, lease_until: datetime, now: datetime) -> str:
             )
             state = _write_one(row, lease_until, outcome, {"error": outcome.process_error}, began)
         else:
+            pieces = Pieces(row, lease_until)
             try:
                 streamed = with_payload(row)
-                with transaction.atomic():
-                    outcome, traces = _normalized(row, now, streamed=streamed)
-                    if _write([(row, lease_until, outcome, traces)]) != 1:
-                        raise _LostClaim
+                if _in_one_transaction(row):
+                    with transaction.atomic():
+                        outcome, traces = _normalized(row, now, streamed=streamed)
+                        if _write([(row, lease_until, outcome, traces)]) != 1:
+                            raise _LostClaim
+                else:
+                    # Waits on the network, or commits piece by piece: outside a transaction.
+                    row.pieces = pieces
+                    try:
+                        outcome, traces = _normalized(row, now, streamed=streamed)
+                    finally:
+                        pieces.close()
+                    with transaction.atomic():
+                        if _write([(row, pieces.lease_until, outcome, traces)]) != 1:
+                            raise _LostClaim
                 state = outcome.state
             except _LostClaim:
                 log.warning("raw event %s: lease lost, another consumer has it", row.pk)
                 state = NOT_CLAIMED
             except Exception as exc:
-                state = _failed(row, lease_until, exc, claimed_user, now, began)
+                state = _failed(row, pieces.lease_until, exc, claimed_user, now, began)
         if state != NOT_CLAIMED:
             consumer_counted(state, row.event_type)  # /metrics: consumer throughput by outcome
         tracing.set_attributes(span, {"raw_event.outcome": state})
@@ -286,6 +356,11 @@ def _normalized(row: RawEvent, now: datetime, *, streamed: bool = False) -> tupl
     """Run the row's normalizer: its outcome and traces. Raises what the normalizer raises."""
     began = time.perf_counter()
     result = _normalizer_for_row(row)(row)
+    if result.defer:
+        outcome = decisions.outcome_of_deferral(
+            error=result.error or "deferred", attempts=row.attempts, now=now
+        )
+        return outcome, _traces(row, outcome, {"error": outcome.process_error}, began)
     outcome = decisions.outcome_of_result(
         ok=result.ok,
         skipped=result.skipped,
@@ -336,6 +411,7 @@ def _write(written: list[tuple[RawEvent, datetime, Outcome, list]]) -> int:
             outcome.attempts,
             outcome.next_attempt_at,
             row.user_id,
+            decisions.progress_kept(outcome.state, row.progress),
             lease_until,
         ]
         for row, lease_until, outcome, _ in written

@@ -18,6 +18,7 @@ NO_CONNECTION = "no_connection_for_terra_user"  # released by the auth event, no
 CLAIMABLE = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
 NOT_CLAIMED = "not_claimed"
 ERROR_MAX_CHARS = 2000
+DEFER_WAIT = timedelta(seconds=5)  # a row whose normalizer could not run now goes again after
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ def outcome_of_failure(
 
 
 ABANDONED = (
-    f"claimed {MAX_ATTEMPTS} times without an outcome: its worker died each time "
-    "(out of memory, crash or timeout)"
+    f"claimed {MAX_ATTEMPTS} times without an outcome: its worker died or lost its lease each "
+    "time (out of memory, crash, timeout, or work longer than INGEST_LEASE_SECONDS)"
 )
 
 
@@ -108,10 +109,31 @@ def outcome_of_abandoned(*, attempts: int, last_error: str | None) -> Outcome:
     Running it again would kill another worker: dead. The last real error, when an attempt
     recorded one, stays the row's error; "its worker died" is said only when none did."""
     if last_error:
-        error = f"{last_error[:1800]} (then its worker died before writing an outcome)"
+        error = f"{last_error[:1800]} (then its worker died or lost its lease before writing an outcome)"
     else:
         error = ABANDONED
     return Outcome(RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR)
+
+
+def outcome_of_deferral(*, error: str, attempts: int, now: datetime) -> Outcome:
+    """The normalizer did not run (what it needs is busy elsewhere): the row goes again in a few
+    seconds and the claim does not count as an attempt."""
+    error = error[:ERROR_MAX_CHARS]
+    return Outcome(
+        RawEventState.RETRYING,
+        error,
+        None,
+        max(attempts - 1, 0),
+        now + DEFER_WAIT,
+        "deferred",
+        TraceLevel.INFO,
+    )
+
+
+def progress_kept(state: str, progress: int) -> int:
+    """Items a row's earlier pieces committed are skipped by its next attempt only after a
+    failure; any other outcome (or a replay) starts the next run from the first item."""
+    return progress if state == RawEventState.RETRYING else 0
 
 
 def is_abandoned(attempts: int) -> bool:

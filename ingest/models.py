@@ -54,6 +54,9 @@ class RawEvent(models.Model):
         on_delete=models.SET_NULL,
         related_name="raw_events",
     )
+    # Items of `data` its earlier pieces committed (a big delivery is normalized in pieces that
+    # each commit): the next attempt after a failure starts after them (ingest.consumer).
+    progress = models.PositiveIntegerField(default=0, db_default=0)
     # The webhook span's W3C traceparent when OpenTelemetry records (ops.tracing): the consumer's
     # span links to it. "" otherwise.
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
@@ -382,6 +385,20 @@ class RawEventUpload(models.Model):
 
     def __str__(self):
         return f"upload {self.token}"
+
+
+class DownloadSlot(models.Model):
+    """One download at a time per bucket host (s3_payload pings): a slow or hostile bucket holds
+    at most one worker, for at most the download deadline (held_until)."""
+
+    host = models.CharField(max_length=255, unique=True)
+    held_until = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingest_download_slots"
+
+    def __str__(self):
+        return f"{self.host} until {self.held_until:%H:%M:%S}"
 
 
 class ConsumeTicket(models.Model):

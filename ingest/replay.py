@@ -16,6 +16,7 @@ def reset_to_pending(ids: list[int]) -> int:
         process_error=None,
         next_attempt_at=None,
         attempts=0,
+        progress=0,
     )
 
 

@@ -3,6 +3,7 @@ user lookup, and the source name."""
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 
 from ingest.decisions import NO_CONNECTION
@@ -113,6 +114,8 @@ class MappingReport:
     the outcome trace."""
 
     def __init__(self, raw_event: RawEvent):
+        self.raw_event = raw_event
+        self.resumed_after = 0  # items an earlier attempt's pieces committed, skipped now
         self.payload = raw_event.payload if isinstance(raw_event.payload, dict) else {}
         self.reasons: Counter[str] = Counter()
         self.absent: Counter[str] = Counter()
@@ -122,7 +125,7 @@ class MappingReport:
         self.refusals: list[str] = []
         self.empty = False
 
-    def items(self) -> list[dict]:
+    def items(self) -> Iterable[dict]:
         """The items worth mapping; the others are counted with their reason."""
         if "data" not in self.payload:
             self.reasons["missing_data"] += 1
@@ -141,6 +144,11 @@ class MappingReport:
                 self.reasons["legacy_shape" if legacy else "missing_metadata"] += 1
             else:
                 kept.append(item)
+        # A big delivery: the consumer hands the items out in pieces that each commit.
+        pieces = getattr(self.raw_event, "pieces", None)
+        if pieces is not None:
+            self.resumed_after = min(self.raw_event.progress, len(kept))
+            return pieces(kept)
         return kept
 
     def unmapped(self, item: dict, reason: str) -> None:
@@ -183,6 +191,8 @@ class MappingReport:
             detail["absent_fields"] = dict(sorted(self.absent.items()))
         if self.refusals:
             detail["refused"] = self.refusals
+        if self.resumed_after:
+            detail["resumed_after"] = self.resumed_after
         if self.stale:
             # A newer delivery of the same record already wrote these: left as they were.
             detail["stale"] = dict(sorted(self.stale.items()))

@@ -1,10 +1,12 @@
-"""SQL of the consumer: claiming rows with a lease, writing their outcomes and traces, reading big
-bodies in pieces, and finding rows due again."""
+"""SQL of the consumer: claiming rows with a lease, writing their outcomes and traces, committing
+the pieces of a big delivery, per-host download slots, reading big bodies in pieces, and finding
+rows due again."""
 
 import functools
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from ingest.decisions import CLAIMABLE
 from ingest.models import RawEvent
@@ -120,6 +122,7 @@ _OUTCOME = (
     ("attempts", "integer"),
     ("next_attempt_at", "timestamptz"),
     ("user_id", "bigint"),
+    ("progress", "integer"),
     ("lease", "timestamptz"),
 )
 _NAMES = ", ".join(name for name, _ in _OUTCOME)
@@ -154,7 +157,7 @@ def _outcomes_write_sqlite(rows: int) -> str:
 def outcomes_write(outcomes: list[list], traces: list[list]) -> int:
     """Write outcomes (each: _OUTCOME's values in order, datetimes as datetimes) and the traces
     (ingest.traces.trace_row()s) of the rows still ours; returns how many were."""
-    rows = [[*o[:2], _dt(o[2]), *o[3:5], _dt(o[5]), o[6], _dt(o[7])] for o in outcomes]
+    rows = [[*o[:2], _dt(o[2]), *o[3:5], _dt(o[5]), *o[6:8], _dt(o[8])] for o in outcomes]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             columns = [list(c) for c in zip(*rows, strict=True)]
@@ -169,6 +172,50 @@ def outcomes_write(outcomes: list[list], traces: list[list]) -> int:
 
         traces_insert(mine)
     return len(written)
+
+
+# A piece of a big delivery committed: its progress, and the lease renewed (compare-and-set on
+# the lease it held).
+PROGRESS_WRITE = "UPDATE raw_events SET progress = %s, next_attempt_at = %s WHERE id = %s AND next_attempt_at = %s"
+
+
+def progress_write(pk: int, progress: int, lease_until: datetime, renewed: datetime) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(PROGRESS_WRITE, [progress, _dt(renewed), pk, _dt(lease_until)])
+        return cursor.rowcount == 1
+
+
+# -- download slots (one download at a time per bucket host) -------------------------------------
+
+# Take the host's slot until a time, unless another worker holds it; answers a row if taken.
+SLOT_TAKE = (
+    "INSERT INTO ingest_download_slots (host, held_until) VALUES (%s, %s) "
+    "ON CONFLICT (host) DO UPDATE SET held_until = excluded.held_until "
+    "WHERE ingest_download_slots.held_until < %s RETURNING id"
+)
+# Give it back: only the slot as we took it (a slot that lapsed and was taken since is not ours).
+SLOT_GIVE_BACK = (
+    "UPDATE ingest_download_slots SET held_until = %s WHERE host = %s AND held_until = %s"
+)
+_slots: dict[str, datetime] = {}  # host -> held_until this process took
+
+
+def download_slot_take(host: str, *, seconds: float) -> bool:
+    now = timezone.now()
+    until = now + timedelta(seconds=seconds)
+    with connection.cursor() as cursor:
+        cursor.execute(SLOT_TAKE, [host, _dt(until), _dt(now)])
+        taken = cursor.fetchone() is not None
+    if taken:
+        _slots[host] = until
+    return taken
+
+
+def download_slot_give_back(host: str) -> None:
+    until = _slots.pop(host, None)
+    if until is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(SLOT_GIVE_BACK, [_dt(timezone.now()), host, _dt(until)])
 
 
 # -- bodies ---------------------------------------------------------------------------------------

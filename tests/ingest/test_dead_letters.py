@@ -86,4 +86,4 @@ def test_a_row_no_attempt_recorded_an_outcome_for_dies_as_a_crash(exploding):
     row = make("exploding", attempts=MAX_ATTEMPTS, next_attempt_at=timezone.now())
     assert raw_event_consume(row.pk) == RawEventState.DEAD
     row.refresh_from_db()
-    assert "without an outcome: its worker died each time" in row.process_error
+    assert "without an outcome: its worker died or lost its lease each time" in row.process_error
