@@ -4,6 +4,7 @@ with a lean JSON parse so a 50 MB delivery never becomes 50 MB worth of Python d
 from dataclasses import dataclass, field
 
 from ingest.terra.payload import NOT_AN_OBJECT, Unparseable, json_loads
+from ingest.terra.projection import WHOLE, payload_projected
 
 # Only objects that carry one of these keys are kept as dicts while parsing; every other object
 # (heart-rate samples, data items…) collapses to one shared marker. The decoder still checks the
@@ -61,9 +62,23 @@ def _identifier(value, name: str, notes: dict) -> str:
     return text
 
 
+# A body bigger than this is read as a stream that keeps only the envelope's fields: parsing it
+# whole would hold its text beside its bytes (twice its size in the web worker).
+STREAM_ABOVE_BYTES = 4 * 1024 * 1024
+_ENVELOPE_FIELDS = {
+    **{key: WHOLE for key in ("type", "user", "new_user", "old_user", "reference_id", "upload_id")},
+    "data": {"upload_id": WHOLE, "reference_id": WHOLE},  # a list reads as []
+}
+
+
 def envelope_read(body: bytes | bytearray) -> Envelope:
     """Parse `body` (already signature-checked) and name the event. Raises Unparseable (with the
     reason) when the body is not a JSON object, under ingest.terra.payload's rules."""
+    if len(body) > STREAM_ABOVE_BYTES:
+        try:
+            return envelope_from_dict(payload_projected(body, _ENVELOPE_FIELDS))
+        except ValueError:
+            pass  # not one JSON object: the whole parse below names why
     doc = json_loads(body, object_pairs_hook=_keep_or_collapse)
     if isinstance(doc, _Collapsed):
         return Envelope("unknown", "", "", "")
