@@ -262,6 +262,8 @@ TERRA_WEBHOOK_SECRETS = env_list(
     "TERRA_WEBHOOK_SECRET", "" if env_str("TERRA_API_KEY") else "demo-webhook-secret"
 )
 TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS", 300)
+# X-Terra-Ordering-Timestamp is not signed: a stamp is believed at most this far ahead of receipt.
+TERRA_ORDERING_MAX_AHEAD_SECONDS = env_int("TERRA_ORDERING_MAX_AHEAD_SECONDS", 300)
 # No API key means demo mode: the built-in simulator answers the Terra client.
 TERRA_DEMO_MODE = not TERRA_API_KEY
 TERRA_WEBHOOK_MAX_BYTES = env_int("TERRA_WEBHOOK_MAX_BYTES", 50 * 1024 * 1024)

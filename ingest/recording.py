@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -83,15 +84,14 @@ def raw_event_record_fetched(
 
 
 ORDERING_HEADER = "X-Terra-Ordering-Timestamp"
-# A stamp further ahead than this is not believed: it would make its delivery win forever.
-ORDERING_MAX_AHEAD = timedelta(days=1)
 _EPOCH_2000_MS = 946_684_800_000
 
 
 def ordering_time(value: str | None, received_at: datetime) -> datetime:
     """Terra's emission time from X-Terra-Ordering-Timestamp (unix milliseconds), or
     `received_at` when the header is absent or not a plausible stamp (not digits, before 2000,
-    more than a day ahead of receipt)."""
+    or further ahead of receipt than the trusted clock skew, TERRA_ORDERING_MAX_AHEAD_SECONDS:
+    the header is not signed, and a stamp far ahead would make its delivery win for long)."""
     text = (value or "").strip()
     if not text.isascii() or not text.isdigit() or len(text) > 15:
         return received_at
@@ -99,7 +99,8 @@ def ordering_time(value: str | None, received_at: datetime) -> datetime:
     if millis < _EPOCH_2000_MS:
         return received_at
     stamp = datetime.fromtimestamp(millis / 1000, tz=UTC)
-    return received_at if stamp > received_at + ORDERING_MAX_AHEAD else stamp
+    ahead = timedelta(seconds=settings.TERRA_ORDERING_MAX_AHEAD_SECONDS)
+    return received_at if stamp > received_at + ahead else stamp
 
 
 def _record(*, body, envelope: Envelope, request_id, received_at, ordered_at, skipped) -> Recorded:
