@@ -27,7 +27,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ingest import demo_payloads
-from ingest.signature import signature_header_value
+from ingest.terra.signature import signature_header_value
 
 log = logging.getLogger(__name__)
 

@@ -81,7 +81,7 @@ class Biomarker(models.Model):
         LabUpload, null=True, blank=True, on_delete=models.SET_NULL, related_name="biomarkers"
     )
     # Body deliveries: the ordering time of the delivery that last wrote the row (newest wins,
-    # DESIGN §4). Lab reports leave it null.
+    # docs/ingest.md). Lab reports leave it null.
     ordered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

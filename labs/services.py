@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ingest.terra_client import TerraError, TerraNetworkError, get_terra_client
+from ingest.terra.client import TerraError, TerraNetworkError, get_terra_client
 from labs import filetype
 from labs.errors import UnsupportedFileType
 from labs.models import LabUpload

@@ -12,7 +12,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.utils import timezone
 
-from ingest import demo_payloads, simulator, terra_client
+from ingest import demo_payloads, simulator
 from ingest.management.commands import terra_simulate
 from ingest.models import (
     Activity,
@@ -22,7 +22,8 @@ from ingest.models import (
     SleepSession,
     TerraConnection,
 )
-from ingest.signature import signature_verify
+from ingest.terra import client as terra_client
+from ingest.terra.signature import signature_verify
 from tests.factories import TerraConnectionFactory
 
 pytestmark = pytest.mark.django_db
