@@ -382,9 +382,10 @@ METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
 
 LOGIN_URL = "/admin/login/"
 
-# The cache holds what every process must agree on: throttle counters, the audit flood bound,
-# /v1/me's reconcile spacing. Redis when configured, else a table in the database (created by
-# migrate: ops/migrations/0003_cache_table), never per-process memory.
+# The cache holds what every process must agree on (/v1/me's reconcile spacing). Redis when
+# configured, else a table in the database (created by migrate: ops/migrations/0003_cache_table),
+# never per-process memory. Throttles and the audit flood bound count in the database instead
+# (ops.ratestore: one atomic upsert, exact with any number of workers).
 CACHE_TABLE = "vitalflow_cache"
 if REDIS_URL:
     CACHES = {
