@@ -11,6 +11,7 @@ feeding more never counts less than a reader would decode.
 """
 
 import base64
+import bisect
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 
 CHUNK = 64 * 1024
 MAX_FILTER_CANDIDATES = 8
+# A stream dictionary longer than this is refused rather than searched (a reader would still
+# see a /Filter hidden past any window we cut).
+MAX_DICT_BYTES = 64 * 1024
 
 
 class PdfRefused(ValueError):
@@ -215,44 +219,63 @@ def _name(raw: bytes) -> str:
     return _NAME_ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), raw).decode("latin-1")
 
 
-def _indirect(data: bytes, ref: bytes, body: bytes) -> re.Match | None:
-    """Object `N G` of the file, if its text (not inside an object stream) matches `body`."""
-    number, generation = ref.split()[:2]
-    pattern = rb"\b" + number + rb"\s+" + generation + rb"\s+obj\s*" + body
-    return re.search(pattern, data)
+class _File:
+    """What the checks look up more than once, each found in one pass over the file."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self._simple: dict[tuple[bytes, bytes], bytes] | None = None
+        self._ends: list[int] | None = None
+
+    def simple_object(self, ref: bytes) -> bytes | None:
+        """The text of object `N G` when it is a bare number, name or array (a stream's
+        /Length or /Filter), unless it sits inside an object stream."""
+        if self._simple is None:
+            self._simple = {
+                (m.group(1), m.group(2)): m.group(3) for m in _SIMPLE_OBJECT.finditer(self.data)
+            }
+        number, generation = ref.split()[:2]
+        return self._simple.get((number, generation))
+
+    def endstream_after(self, start: int) -> int:
+        if self._ends is None:
+            self._ends = [m.start() for m in re.finditer(rb"endstream", self.data)]
+        i = bisect.bisect_left(self._ends, start)
+        return self._ends[i] if i < len(self._ends) else len(self.data)
 
 
-def _filter_chains(data: bytes, head: bytes) -> list[list[str]]:
+_SIMPLE_OBJECT = re.compile(rb"\b(\d+)\s+(\d+)\s+obj\s*(\[[^\]]*\]|/[^\s/\[\]<>()]+|\d+)\s*endobj")
+
+
+def _filter_chains(file: _File, head: bytes) -> list[list[str]]:
     """Every /Filter entry of a stream's dictionary text (nested dictionaries included: one of
     them is the one a reader applies). Indirect ones are looked up."""
     chains = []
     for match in _FILTER.finditer(head):
         value = match.group(1)
         if value.endswith(b"R"):
-            found = _indirect(data, value, rb"(\[[^\]]*\]|/[^\s/\[\]<>()]+)")
-            if found is None:
+            value = file.simple_object(value)
+            if value is None or value[:1] not in (b"[", b"/"):
                 raise PdfRefused(
                     "uncheckable", "A stream's filters could not be found in the file."
                 )
-            value = found.group(1)
         chains.append([_name(n) for n in _NAME.findall(value)])
-    if len(chains) > MAX_FILTER_CANDIDATES:
-        raise PdfRefused("uncheckable", "A stream's dictionary names too many filters.")
+        if len(chains) > MAX_FILTER_CANDIDATES:
+            raise PdfRefused("uncheckable", "A stream's dictionary names too many filters.")
     return chains
 
 
-def _data_end(data: bytes, head: bytes, start: int) -> int:
+def _data_end(file: _File, head: bytes, start: int) -> int:
     end = start
     length = _LENGTH.search(head)
     if length is not None:
         if length.group(2):
-            found = _indirect(data, length.group(1) + b" " + length.group(3), rb"(\d+)\s*endobj")
-            if found is not None:
-                end = start + int(found.group(1))
+            value = file.simple_object(length.group(1) + b" " + length.group(3))
+            if value is not None and value.isdigit():
+                end = start + int(value)
         else:
             end = start + int(length.group(1))
-    keyword = data.find(b"endstream", start)
-    return min(max(end, keyword if keyword >= 0 else len(data)), len(data))
+    return min(max(end, file.endstream_after(start)), len(file.data))
 
 
 def _decoded(data: bytes, start: int, end: int, chain: list[str], budget: int) -> int:
@@ -296,6 +319,7 @@ def pdf_check(data: bytes, *, max_decoded: int, max_pixels: int) -> PdfReport:
     """Raise PdfRefused when the PDF is encrypted, an image is over `max_pixels`, or its streams
     decode to more than `max_decoded` bytes in total; else say what was checked."""
     report = PdfReport(streams=0, decoded_bytes=0, largest_image_pixels=0)
+    file = _File(data)
     head_start = 0
     for token in _TOKEN.finditer(data):
         text = token.group()
@@ -304,6 +328,8 @@ def pdf_check(data: bytes, *, max_decoded: int, max_pixels: int) -> PdfReport:
         if text == b"obj":
             head_start = token.end()
             continue
+        if token.start() - head_start > MAX_DICT_BYTES:
+            raise PdfRefused("uncheckable", "A stream's dictionary is too long to check.")
         head = data[head_start : token.start() + 2]
         start = token.end()
         report.streams += 1
@@ -315,10 +341,10 @@ def pdf_check(data: bytes, *, max_decoded: int, max_pixels: int) -> PdfReport:
                 f"An image in the PDF has {pixels} pixels.",
                 pixels=pixels,
             )
-        end = _data_end(data, head, start)
+        end = _data_end(file, head, start)
         budget = max_decoded - report.decoded_bytes
         most = 0
-        for chain in _filter_chains(data, head):
+        for chain in _filter_chains(file, head):
             most = max(most, _decoded(data, start, end, chain, budget))
             if most > budget:
                 raise PdfRefused(
