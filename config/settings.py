@@ -290,6 +290,11 @@ HEARTBEAT_FORGET_SECONDS = float(env_str("HEARTBEAT_FORGET_SECONDS", "3600"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)
+# --- Lab upload screening (labs/screening.py): refused before anything is stored or forwarded.
+# Images (JPEG, PNG, and images inside PDFs) over this many pixels, read from their headers.
+LAB_UPLOAD_MAX_PIXELS = env_int("LAB_UPLOAD_MAX_PIXELS", 100_000_000)
+# PDFs whose streams decode to more than this in total (checked by a bounded, streaming inflate).
+LAB_UPLOAD_MAX_PDF_DECODED_BYTES = env_int("LAB_UPLOAD_MAX_PDF_DECODED_BYTES", 256 * 1024 * 1024)
 # How long the lab-report workflow waits for Terra's lab_report webhook (engine duration grammar).
 LAB_REPORT_TIMEOUT = env_duration("LAB_REPORT_TIMEOUT", "2 hours")
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
@@ -389,9 +394,10 @@ METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
 
 LOGIN_URL = "/admin/login/"
 
-# The cache holds what every process must agree on: throttle counters, the audit flood bound,
-# /v1/me's reconcile spacing. Redis when configured, else a table in the database (created by
-# migrate: ops/migrations/0003_cache_table), never per-process memory.
+# The cache holds what every process must agree on (/v1/me's reconcile spacing). Redis when
+# configured, else a table in the database (created by migrate: ops/migrations/0003_cache_table),
+# never per-process memory. Throttles and the audit flood bound count in the database instead
+# (ops.ratestore: one atomic upsert, exact with any number of workers).
 CACHE_TABLE = "vitalflow_cache"
 if REDIS_URL:
     CACHES = {
