@@ -41,6 +41,19 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
 
 
+def env_float(name: str, default: float | None) -> float | None:
+    """A number; empty turns it off (None)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+
+
 def env_duration(name: str, default: str | None) -> timedelta | None:
     """A duration in the project's grammar ("90s", "2 hours", "7d"); unset gives `default`."""
     raw = os.environ.get(name) or default
@@ -262,6 +275,10 @@ TERRA_WEBHOOK_SECRETS = env_list(
     "TERRA_WEBHOOK_SECRET", "" if env_str("TERRA_API_KEY") else "demo-webhook-secret"
 )
 TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS", 300)
+# Calls to Terra's API, across every process (Terra limits each developer); empty: no pacing. A
+# call waits at most TERRA_API_MAX_WAIT_SECONDS for its turn or for a 429/503's Retry-After.
+TERRA_API_RATE_PER_SECOND = env_float("TERRA_API_RATE_PER_SECOND", 5.0)
+TERRA_API_MAX_WAIT_SECONDS = env_int("TERRA_API_MAX_WAIT_SECONDS", 30)
 # X-Terra-Ordering-Timestamp is not signed: a stamp is believed at most this far ahead of receipt.
 TERRA_ORDERING_MAX_AHEAD_SECONDS = env_int("TERRA_ORDERING_MAX_AHEAD_SECONDS", 300)
 # No API key means demo mode: the built-in simulator answers the Terra client.

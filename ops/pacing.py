@@ -21,6 +21,8 @@ dies or skips its call: the pace errs on the slow side, never the fast one.
 """
 
 import time
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 from ops import ratestore
 
@@ -47,3 +49,20 @@ def acquire(key: str, *, per_second: float, max_wait: float) -> float:
     if wait > 0:
         time.sleep(wait)
     return wait
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds a Retry-After header asks for (delta-seconds or an HTTP date; a date in the past
+    is 0), or None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)

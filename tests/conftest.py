@@ -81,6 +81,8 @@ def _media_root(settings, tmp_path):
         "DEFAULT_THROTTLE_RATES": {"operator": None, "user": None, "anon": None},
     }
     settings.ME_RECONCILE_SECONDS = 0
+    # Calls to (the fake) Terra are not paced unless a test says so (tests/ingest/test_terra_client.py).
+    settings.TERRA_API_RATE_PER_SECOND = None
 
 
 @pytest.fixture

@@ -2,10 +2,14 @@
 simulator through an httpx transport, so the code path is the same as in production."""
 
 import logging
+import time
 from datetime import date
 
 import httpx
 from django.conf import settings
+
+from ops import pacing
+from ops.pacing import retry_after_seconds
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +27,15 @@ class TerraError(Exception):
         super().__init__(f"Terra answered {status}: {message}")
         self.status = status
         self.body = body
+
+
+class TerraRateLimited(TerraError):
+    """Terra answered 429 or 503 and asked for more patience than this call may wait:
+    `retry_after` (seconds, None when it did not say) tells the caller when to try again."""
+
+    def __init__(self, status: int, message: str, body=None, *, retry_after: float | None):
+        super().__init__(status, message, body)
+        self.retry_after = retry_after
 
 
 class TerraNetworkError(Exception):
@@ -63,19 +76,44 @@ class TerraClient:
         )
 
     def _request(self, method: str, path: str, **kwargs):
+        """One call, paced (TERRA_API_RATE_PER_SECOND across every process: Terra limits each
+        developer); a 429 or 503 is tried again after its Retry-After while that fits
+        TERRA_API_MAX_WAIT_SECONDS (at most RETRY_AFTER_WAITS times), else TerraRateLimited."""
+        max_wait = float(settings.TERRA_API_MAX_WAIT_SECONDS)
+        for waits in range(RETRY_AFTER_WAITS + 1):
+            _pace(max_wait)
+            response = self._send(method, path, **kwargs)
+            if response.status_code not in (429, 503):
+                break
+            wait = retry_after_seconds(response.headers.get("Retry-After"))
+            if wait is None or wait > max_wait or waits == RETRY_AFTER_WAITS:
+                raise TerraRateLimited(
+                    response.status_code,
+                    _message(response) or response.reason_phrase,
+                    _body(response),
+                    retry_after=wait,
+                )
+            log.info(
+                "Terra answered %s to %s %s: again in %.1f s",
+                response.status_code,
+                method,
+                path,
+                wait,
+            )
+            time.sleep(wait)
+        body = _body(response)
+        if response.status_code >= 400:
+            raise TerraError(
+                response.status_code, _message(response) or response.reason_phrase, body
+            )
+        return body
+
+    def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
             with self._client() as client:
-                response = client.request(method, path, **kwargs)
+                return client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise TerraNetworkError(f"{method} {path}: {exc.__class__.__name__}: {exc}") from exc
-        try:
-            body = response.json()
-        except ValueError:
-            body = {"raw": response.text[:2000]}
-        if response.status_code >= 400:
-            message = body.get("message") if isinstance(body, dict) else None
-            raise TerraError(response.status_code, message or response.reason_phrase, body)
-        return body
 
     def request_backfill(
         self,
@@ -129,3 +167,30 @@ class TerraClient:
 
 def get_terra_client() -> TerraClient:
     return TerraClient()
+
+
+RETRY_AFTER_WAITS = 3  # Retry-After waits within one call
+
+
+def _pace(max_wait: float) -> None:
+    rate = settings.TERRA_API_RATE_PER_SECOND
+    if not rate:
+        return
+    try:
+        pacing.acquire("terra", per_second=float(rate), max_wait=max_wait)
+    except pacing.PaceExceeded as exc:
+        raise TerraRateLimited(
+            429, "our own pace for Terra is full", retry_after=exc.retry_after
+        ) from exc
+
+
+def _body(response: httpx.Response):
+    try:
+        return response.json()
+    except ValueError:
+        return {"raw": response.text[:2000]}
+
+
+def _message(response: httpx.Response) -> str | None:
+    body = _body(response)
+    return body.get("message") if isinstance(body, dict) else None
