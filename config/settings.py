@@ -169,6 +169,9 @@ INSTALLED_APPS = [
     "graphs",
     "ingest",
     "labs",
+    # Always installed, also with a real Terra key: it has no models, URLs or admin, installs its
+    # simulator only in demo mode, and its commands (rundemo, terra_simulate) stay available.
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -290,7 +293,7 @@ TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 # --- Workflows ------------------------------------------------------------------------------
 # Demo mode (no Terra key) also loads the example workflow `make run` starts, so every process
 # of the demo — web, cluster, `manage.py workflows` in another terminal — knows it.
-WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "workflows.examples" if TERRA_DEMO_MODE else "")
+WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "demo.examples" if TERRA_DEMO_MODE else "")
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
 # Claims in a row that end without progress (the runner died: OOM kill, segfault) before the
 # next claim errors the instance with MaxRecoveryAttemptsExceeded (docs/workflows/faults.md).

@@ -29,6 +29,7 @@ from ingest.registry import NormalizeResult, register
 TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 
 _transport: httpx.BaseTransport | None = None  # tests mock the download at the HTTP boundary
+_bucket: tuple[str, httpx.BaseTransport] | None = None  # (host, transport) of set_bucket_transport
 _resolver = socket.getaddrinfo
 
 
@@ -43,6 +44,12 @@ class Refused(Exception):
 def set_transport(transport: httpx.BaseTransport | None) -> None:
     global _transport
     _transport = transport
+
+
+def set_bucket_transport(host: str | None, transport: httpx.BaseTransport | None = None) -> None:
+    """Downloads from `host` go through `transport`, never looked up (demo mode's bucket)."""
+    global _bucket
+    _bucket = (host, transport) if host and transport else None
 
 
 def host_allowed(host: str) -> bool:
@@ -62,20 +69,14 @@ def _is_public(address: str) -> bool:
 
 
 def _simulated(url: httpx.URL) -> bool:
-    """Demo mode's simulated bucket: served by the simulator transport, never looked up."""
-    from ingest.simulator import PING_HOST
-
-    return settings.TERRA_DEMO_MODE and url.host == PING_HOST
+    """The bucket set_bucket_transport names: served by its transport, never looked up."""
+    return _bucket is not None and url.host == _bucket[0]
 
 
 def _client_transport(url: httpx.URL) -> httpx.BaseTransport | None:
     if _transport is not None:
         return _transport
-    if _simulated(url):
-        from ingest.simulator import simulator_transport
-
-        return simulator_transport()
-    return None
+    return _bucket[1] if _simulated(url) else None
 
 
 def check_url(raw: object) -> httpx.URL:

@@ -46,7 +46,7 @@ def test_wheel_install_migrates_and_renders_every_console_page(installed):
     env = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
     }
-    env.update(WORKFLOWS_MODULES="workflows.examples", WORKFLOWS_WAKE_TASKS="false")
+    env.update(WORKFLOWS_MODULES="demo.examples", WORKFLOWS_WAKE_TASKS="false")
     bin_dir = installed / "venv" / "bin"
     run(bin_dir / "vitalflow", "migrate", "-v", "0", cwd=workdir, env=env)
     assert (workdir / "var" / "vitalflow.sqlite3").exists()  # data under the working directory

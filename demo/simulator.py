@@ -26,7 +26,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from ingest import demo_payloads
+from demo import payloads as demo_payloads
 from ingest.signature import signature_header_value
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def _lab_report(request: httpx.Request) -> httpx.Response:
 
 
 # The simulator's stand-in for Terra's payload bucket (ingest.normalizers.s3_payload fetches it
-# through simulator_transport in demo mode, without a DNS lookup).
+# through the transport `install` gives it, without a DNS lookup).
 PING_HOST = "terra-payload-simulator.s3.amazonaws.com"
 PING_EXPIRES_SECONDS = 300
 _PING_NAME = re.compile(r"^/payloads/([0-9a-f]{32})\.json$")
@@ -227,3 +227,14 @@ def simulator_handler(request: httpx.Request) -> httpx.Response:
 
 def simulator_transport() -> httpx.MockTransport:
     return httpx.MockTransport(simulator_handler)
+
+
+def install() -> None:
+    """Demo mode: the Terra client and s3_payload downloads from PING_HOST talk to the simulator
+    (the demo app's ready() calls this in every process)."""
+    from ingest import terra_client
+    from ingest.normalizers import s3_payload
+
+    transport = simulator_transport()
+    terra_client.set_transport(transport)
+    s3_payload.set_bucket_transport(PING_HOST, transport)

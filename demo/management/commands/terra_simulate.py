@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from ingest import demo_payloads
-from ingest.simulator import ping_payload, webhook_post
+from demo import payloads as demo_payloads
+from demo.simulator import ping_payload, webhook_post
 
 
 def http_client() -> httpx.Client:

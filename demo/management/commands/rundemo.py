@@ -3,7 +3,6 @@ a workflow runner (supervised like `manage.py serve`) and feed simulated Terra d
 once, then one more day every minute. Ctrl-C stops everything. A taken port is refused before
 anything is printed."""
 
-import io
 import json
 import os
 import secrets
@@ -20,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from demo.graph_demo import start_demo_run
 from ops.models import ApiKey
 from ops.services import api_key_create, user_token_create
 from ops.supervisor import Child, PortInUse, Supervisor, bind_listener, gunicorn, manage
@@ -27,7 +27,7 @@ from workflows import get_workflow
 from workflows.models import TERMINAL_STATUSES
 
 DEMO_USER = "demo"
-EXAMPLE_MODULE = "workflows.examples"
+EXAMPLE_MODULE = "demo.examples"
 EXAMPLE_WORKFLOW = "demo-onboarding"
 OPERATOR = "admin"
 BANNER_INSTANCE = "demo-1"  # the instance the banner's send-event command finishes
@@ -35,9 +35,6 @@ BANNER_INSTANCE = "demo-1"  # the instance the banner's send-event command finis
 # other two keep the example's short timeout and show the timeout path.
 BANNER_WAIT = "1 day"
 FEED_EVERY = 60.0
-# The example graph's webhook goes to this stand-in (a thread of this process), which the
-# graph http action may reach because rundemo lists it in GRAPHS_HTTP_ALLOWED_HOSTS.
-GRAPH_DEMO_COMMAND = "labs_graph_demo"
 
 
 def feed_day(*, today: date, backlog_days: int, tick: int) -> date:
@@ -182,12 +179,9 @@ class Command(BaseCommand):
         return f"http://{host_port}/clinic-hook"
 
     def start_example_graph(self, hook_url: str) -> str:
-        """Publish the lab-out-of-range graph and start one run (labs provides the command)."""
-        # By command name: ingest never imports labs (DESIGN §1).
-        buffer = io.StringIO()
-        call_command(GRAPH_DEMO_COMMAND, hook_url=hook_url, stdout=buffer)
-        out = buffer.getvalue()
-        return out.split()[2] if out.startswith("graph run ") else ""
+        """Publish the lab-out-of-range graph and start one run; its webhook goes to the local
+        stand-in, which the graph http action may reach (GRAPHS_HTTP_ALLOWED_HOSTS)."""
+        return start_demo_run(hook_url=hook_url, username=DEMO_USER).run_id
 
     def print_banner(self, base: str, logins: dict, graph_run: str = "") -> None:
         mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"

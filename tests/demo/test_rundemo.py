@@ -14,9 +14,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from ingest.management.commands.rundemo import feed_arguments, feed_day
+from demo.management.commands.rundemo import feed_arguments, feed_day
 from ingest.models import DailySummary
-from tests.ingest.test_simulator import in_process_http  # noqa: F401 - fixture
+from tests.demo.test_simulator import in_process_http  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "http://testserver/webhook/terra"
@@ -104,7 +104,7 @@ def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_pat
 def test_make_run_starts_a_workflow_runner_so_timers_fire_on_time():
     # The cluster's wake tasks follow new work, not the clock: without a runner a 20 s sleep
     # waited for the one-minute sweep.
-    from ingest.management.commands.rundemo import Command
+    from demo.management.commands.rundemo import Command
     from ops.supervisor import bind_listener
 
     sock = bind_listener("127.0.0.1", 0)
