@@ -321,6 +321,11 @@ GRAPHS_HTTP_SECRETS = {
     if key.startswith("GRAPHS_SECRET_")
 }
 
+# --- Demo (`make run`) ----------------------------------------------------------------------
+# The terminal shows the banner and little else: rundemo runs its processes at LOG_LEVEL WARNING
+# and gunicorn without access log, unless this is on (or LOG_LEVEL is set).
+DEMO_VERBOSE = env_bool("DEMO_VERBOSE", False)
+
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 Q_CLUSTER = {

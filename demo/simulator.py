@@ -104,10 +104,11 @@ def _backfill(request: httpx.Request, data_type: str) -> httpx.Response:
     if not terra_user_id:
         return httpx.Response(400, json={"status": "error", "message": "user_id is required"})
     reference_id, provider = _reference_for(terra_user_id)
-    days = _days(request)
+    days, now = _days(request), timezone.now()
+    # Like Terra, today's data is what the wearable has synced so far (a daily's totals to now).
     payloads = [
         demo_payloads.data_payload(
-            data_type, reference_id, day, provider=provider, terra_user_id=terra_user_id
+            data_type, reference_id, day, as_of=now, provider=provider, terra_user_id=terra_user_id
         )
         for day in days
     ]

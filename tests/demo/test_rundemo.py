@@ -1,22 +1,21 @@
 """`make run` (manage.py rundemo) as a newcomer meets it: a taken port is refused before any key
-is printed, the feed brings a genuinely new day every minute, and a second terminal's
-`manage.py workflows` sees the demo workflow."""
+is printed; the banner names a private logins file and little else is printed; data arrives
+every minute (the minute's logic: tests/demo/test_feed.py); the tour's sample upload works; a
+second terminal's `manage.py workflows` sees the demo workflow."""
 
+import logging
 import os
+import stat
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.utils import timezone
+from django.contrib.auth import get_user_model
 
-from demo.management.commands.rundemo import feed_arguments, feed_day
-from ingest.models import DailySummary
-from tests.demo.test_simulator import in_process_http  # noqa: F401 - fixture
+from demo.logins import FILE_NAME, logins_create, logins_write
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "http://testserver/webhook/terra"
@@ -33,7 +32,9 @@ class Answers200(BaseHTTPRequestHandler):
 
 
 def demo_env(tmp_path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "WORKFLOWS_"))}
+    """A fresh checkout's environment: demo mode, SQLite under tmp_path, default logging."""
+    own = ("DATABASE_URL", "WORKFLOWS_", "TERRA_", "LOG_LEVEL", "DEMO_VERBOSE", "PORT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     return {**env, "VAR_DIR": str(tmp_path / "var"), "TERRA_API_KEY": ""}
 
 
@@ -64,30 +65,6 @@ def test_a_taken_port_is_refused_before_the_banner_and_keys(tmp_path):
     assert "vitalflow is running" not in out and "X-Admin-Key" not in out
 
 
-@pytest.mark.django_db
-def test_the_feed_posts_a_genuinely_new_day_every_minute(
-    in_process_http,  # noqa: F811
-    sync_queue,
-    django_capture_on_commit_callbacks,
-    terra,
-):
-    # Seen: every minute re-sent today's identical bytes, deduplicated into nothing new.
-    today = timezone.localdate()
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command(
-            "terra_simulate", "--url", URL, "--user", "demo", "--days", "3", stdout=StringIO()
-        )
-    rows = DailySummary.objects.filter(user__username="demo").count()
-    for tick in (1, 2):
-        out = StringIO()
-        day = feed_day(today=today, backlog_days=3, tick=tick)
-        with django_capture_on_commit_callbacks(execute=True):
-            call_command("terra_simulate", *feed_arguments(url=URL, day=day), stdout=out)
-        assert "accepted: 4" in out.getvalue() and "duplicate" not in out.getvalue()
-        assert DailySummary.objects.filter(user__username="demo", date=day).exists()
-        assert DailySummary.objects.filter(user__username="demo").count() == rows + tick
-
-
 @pytest.mark.slow
 def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_path):
     # Seen: `manage.py workflows list` beside make run answered an empty list, and the console
@@ -114,3 +91,60 @@ def test_make_run_starts_a_workflow_runner_so_timers_fire_on_time():
         sock.close()
     assert set(children) == {"web", "cluster", "runner"}
     assert "runworkflows" in children["runner"]
+
+
+@pytest.mark.django_db
+def test_the_logins_file_is_private_and_sets_the_tours_variables(tmp_path, api):
+    # Seen: the admin password appeared only in the banner, buried by log lines within 15 s.
+    old = tmp_path / FILE_NAME
+    old.write_text("stale")
+    old.chmod(0o644)
+    logins = logins_create(operator="admin", demo_user="demo")
+    path = logins_write(logins, base="http://127.0.0.1:8123", folder=tmp_path)
+    assert path == old and stat.S_IMODE(path.stat().st_mode) == 0o600
+    shell = subprocess.run(
+        ["sh", "-c", f'. "{path}" && echo "$BASE $ADMIN_USER $ADMIN_PASSWORD $TOKEN $KEY"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = ["http://127.0.0.1:8123", "admin", logins.password, logins.token, logins.admin_key]
+    assert shell.stdout.split() == expected
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {logins.token}")
+    assert api.get("/v1/me").status_code == 200
+    api.credentials(HTTP_X_ADMIN_KEY=logins.admin_key)
+    assert api.get("/v1/admin/dlq").status_code == 200
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_superuser and admin.check_password(logins.password)
+
+
+@pytest.mark.django_db
+def test_a_new_start_replaces_the_demo_logins(api):
+    first = logins_create(operator="admin", demo_user="demo")
+    second = logins_create(operator="admin", demo_user="demo")
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {first.token}")
+    assert api.get("/v1/me").status_code == 401
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {second.token}")
+    assert api.get("/v1/me").status_code == 200
+
+
+def test_make_run_keeps_access_logs_off_unless_asked(monkeypatch, settings):
+    from demo.management.commands.rundemo import Command
+    from ops.supervisor import bind_listener
+
+    monkeypatch.delenv("LOG_LEVEL", raising=False)
+    settings.DEMO_VERBOSE = False
+    sock = bind_listener("127.0.0.1", 0)
+    try:
+        quiet = Command().quiet_logs()
+        web = {child.name: child.argv for child in Command().children(sock, quiet=quiet)}["web"]
+        assert quiet and os.environ["LOG_LEVEL"] == "WARNING"
+        assert "--access-logfile" not in web and web[web.index("--log-level") + 1] == "warning"
+        monkeypatch.delenv("LOG_LEVEL")
+        settings.DEMO_VERBOSE = True
+        verbose = Command().quiet_logs()
+        web = {child.name: child.argv for child in Command().children(sock, quiet=verbose)}["web"]
+        assert not verbose and "LOG_LEVEL" not in os.environ and "--access-logfile" in web
+    finally:
+        sock.close()
+        logging.getLogger().setLevel(logging.INFO)
