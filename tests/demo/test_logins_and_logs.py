@@ -51,9 +51,11 @@ def test_make_run_keeps_access_logs_off_unless_asked(monkeypatch, settings):
     from demo.management.commands.rundemo import Command
     from ops.supervisor import bind_listener
 
-    monkeypatch.delenv("LOG_LEVEL", raising=False)
+    # Whatever quiet_logs() sets is undone after the test (monkeypatch restores what it saw).
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+    monkeypatch.delenv("LOG_LEVEL")
     settings.DEMO_VERBOSE = False
-    sock = bind_listener("127.0.0.1", 0)
+    sock, root_level = bind_listener("127.0.0.1", 0), logging.getLogger().level
     try:
         quiet = Command().quiet_logs()
         web = {child.name: child.argv for child in Command().children(sock, quiet=quiet)}["web"]
@@ -66,4 +68,4 @@ def test_make_run_keeps_access_logs_off_unless_asked(monkeypatch, settings):
         assert not verbose and "LOG_LEVEL" not in os.environ and "--access-logfile" in web
     finally:
         sock.close()
-        logging.getLogger().setLevel(logging.INFO)
+        logging.getLogger().setLevel(root_level)
