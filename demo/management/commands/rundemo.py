@@ -187,7 +187,7 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(lines))
 
     def feed(
-        self, base: str, days: int, no_feed: bool, supervisor: Supervisor, quiet: bool = True
+        self, base: str, days: int, no_feed: bool, supervisor: Supervisor, quiet: bool
     ) -> None:
         """First a backlog of `days` ending today, then every minute what demo/feed.py says."""
         enabled = not no_feed and bool(settings.TERRA_WEBHOOK_SECRETS)
