@@ -1,9 +1,12 @@
 """Webhook answer time with the database frozen (issue 10 §6): a private PostgreSQL cluster
 (port VF_PRIVATE_PG_PORT, 5442 by default) is frozen with SIGSTOP — the kernel still accepts and
 ACKs, the server never replies — while gunicorn (one sync worker, its connection already open)
-receives deliveries. Prints each answer's status and time; asserts nothing.
+receives deliveries. Prints each answer's status and time; asserts nothing. With --concurrent,
+three sync workers (their connections open) receive --n deliveries at once, as Terra sends them
+(8 s client budget), and the answer times are printed sorted.
 
     .venv/bin/python bench/frozen_db.py [--n 5]
+    .venv/bin/python bench/frozen_db.py --concurrent --n 10
 """
 
 import argparse
@@ -21,6 +24,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=5)
+    parser.add_argument("--concurrent", action="store_true")
     args = parser.parse_args()
     import signal
     import tempfile
@@ -33,16 +37,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cluster = frozen.private_cluster()
         url, postmaster = next(cluster)
-        server = frozen.web_server(url, Path(tmp))
+        server = frozen.web_server(url, Path(tmp), workers=3 if args.concurrent else 1)
         try:
             base, _ = next(server)
-            print("before freezing:", frozen._deliver(base, "warm").status_code)
+            for n in range(12 if args.concurrent else 1):
+                print("before freezing:", frozen._deliver(base, f"warm {n}").status_code)
             stopped = [postmaster, *frozen._children(postmaster)]
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
             times = []
             try:
-                for i in range(args.n):
+                if args.concurrent:
+                    times = concurrent(frozen, base, args.n)
+                for i in range(0 if args.concurrent else args.n):
                     began = time.perf_counter()
                     try:
                         status = frozen._deliver(base, f"frozen-{i}").status_code
@@ -57,6 +64,31 @@ def main() -> None:
         finally:
             server.close()
             cluster.close()
+
+
+def concurrent(frozen, base: str, n: int) -> list[float]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    def one(i: int) -> float:
+        began = time.perf_counter()
+        try:
+            payload = frozen.load_fixture("daily.json")
+            payload["note"] = f"concurrent {i}"
+            body = json.dumps(payload).encode()
+            headers = {"Content-Type": "application/json", "Terra-Signature": frozen.sign(body)}
+            status = httpx.post(
+                f"{base}/webhook/terra", content=body, headers=headers, timeout=30
+            ).status_code
+        except Exception as exc:
+            status = type(exc).__name__
+        seconds = round(time.perf_counter() - began, 2)
+        print(f"concurrent delivery {i}: {status} in {seconds} s", flush=True)
+        return seconds
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return sorted(pool.map(one, range(n)))
 
 
 if __name__ == "__main__":

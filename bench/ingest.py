@@ -249,7 +249,7 @@ def bodies(n: int, salt: str) -> list[bytes]:
 
 
 def request_bytes(host: str, port: int, path: str, body: bytes) -> bytes:
-    from ingest.signature import signature_header_value
+    from ingest.terra.signature import signature_header_value
 
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -449,7 +449,7 @@ def big_delivery(env: dict) -> dict:
         httpx.get(f"http://127.0.0.1:{port}/webhook/terra")  # warm the worker up
         before = rss_peak_kb(worker)
         body = big_body(50 * 1024 * 1024 - 4096)
-        from ingest.signature import signature_header_value
+        from ingest.terra.signature import signature_header_value
 
         began = time.perf_counter()
         response = httpx.post(
@@ -570,8 +570,8 @@ def big_rows_pending(env: dict, dbname: str, rows: int = 5, mb: int = 40) -> dic
 def record_in_process(n: int, salt: str) -> None:
     """n signed deliveries recorded through the webhook's own function (raw_event_record: row,
     traces and queue publish in one transaction), without HTTP: the normalize bench's input."""
-    from ingest.deliveries import raw_event_record
-    from ingest.signature import signature_header_value
+    from ingest.recording import raw_event_record
+    from ingest.terra.signature import signature_header_value
 
     for body in bodies(n, salt):
         headers = {"Terra-Signature": signature_header_value(body, secret=SECRET)}

@@ -5,7 +5,7 @@ with --cprofile the hottest functions of the whole path.
     .venv/bin/python bench/webhook_profile.py [--n 1000] [--rounds 3] [--cprofile]
 
 Layers, outermost first: the WSGI application (Django's handler and middleware), the webhook
-view alone, raw_event_record under the database deadline (ingest.deadline), raw_event_record
+view alone, raw_event_record under the database deadline (ops.deadline), raw_event_record
 alone. The differences are what each layer costs. It uses a scratch PostgreSQL database
 (vf_bench_webhook, dropped and re-created) and prints figures; it asserts nothing.
 """
@@ -26,7 +26,7 @@ from bench.ingest import SECRET, bodies, django_setup, load_average, recreate_da
 
 
 def environ(body: bytes) -> dict:
-    from ingest.signature import signature_header_value
+    from ingest.terra.signature import signature_header_value
 
     return {
         "REQUEST_METHOD": "POST",
@@ -45,12 +45,13 @@ def environ(body: bytes) -> dict:
 
 
 def layers() -> dict:
+    from django.conf import settings
     from django.core.handlers.wsgi import WSGIRequest
     from django.core.wsgi import get_wsgi_application
 
-    from ingest.deadline import within_deadline
-    from ingest.deliveries import raw_event_record
+    from ingest.recording import raw_event_record
     from ingest.webhook import terra_webhook
+    from ops.deadline import within_deadline
 
     app = get_wsgi_application()
 
@@ -71,7 +72,13 @@ def layers() -> dict:
         body = env["wsgi.input"].read()
         headers = {"Terra-Signature": env["HTTP_TERRA_SIGNATURE"]}
         if deadline:
-            within_deadline(raw_event_record, body=body, headers=headers, request_id="bench")
+            within_deadline(
+                settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS,
+                raw_event_record,
+                body=body,
+                headers=headers,
+                request_id="bench",
+            )
         else:
             raw_event_record(body=body, headers=headers, request_id="bench")
 

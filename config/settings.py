@@ -265,18 +265,25 @@ TERRA_WEBHOOK_SECRETS = env_list(
     "TERRA_WEBHOOK_SECRET", "" if env_str("TERRA_API_KEY") else "demo-webhook-secret"
 )
 TERRA_SIGNATURE_TOLERANCE_SECONDS = env_int("TERRA_SIGNATURE_TOLERANCE_SECONDS", 300)
+# X-Terra-Ordering-Timestamp is not signed: a stamp is believed at most this far ahead of receipt.
+TERRA_ORDERING_MAX_AHEAD_SECONDS = env_int("TERRA_ORDERING_MAX_AHEAD_SECONDS", 300)
 # No API key means demo mode: the built-in simulator answers the Terra client.
 TERRA_DEMO_MODE = not TERRA_API_KEY
 TERRA_WEBHOOK_MAX_BYTES = env_int("TERRA_WEBHOOK_MAX_BYTES", 50 * 1024 * 1024)
 # s3_payload pings (ingest.normalizers.s3_payload): the hosts their pre-signed URLs may name,
 # exact or ".suffix"; anything else is refused. Downloads are capped at TERRA_WEBHOOK_MAX_BYTES.
 TERRA_S3_PAYLOAD_HOSTS = env_list("TERRA_S3_PAYLOAD_HOSTS", ".amazonaws.com")
+# A ping's download (connect included) ends within this; well under INGEST_LEASE_SECONDS.
+TERRA_S3_PAYLOAD_DEADLINE_SECONDS = env_int("TERRA_S3_PAYLOAD_DEADLINE_SECONDS", 30)
 # Where the demo simulator posts its webhooks (the running web server).
 # The webhook's database work waits at most this long, then answers 503 + Retry-After (a frozen
 # database never answers; Terra gives up after about 8 s). 0 runs it inline (the test suite).
 TERRA_WEBHOOK_DB_DEADLINE_SECONDS = float(env_str("TERRA_WEBHOOK_DB_DEADLINE_SECONDS", "4"))
 # A consumer's claim on a row lasts this long: a row whose worker died runs again after it.
 INGEST_LEASE_SECONDS = float(env_str("INGEST_LEASE_SECONDS", "90"))
+# A delivery with more data items than this is normalized in pieces of this many, each committed
+# with its progress and a renewed lease, so a huge one finishes (and resumes after a failure).
+INGEST_PIECE_ITEMS = env_int("INGEST_PIECE_ITEMS", 2000)
 # The in-cluster poller that runs rows due again (retries, parked backoff, expired leases); 0 off.
 INGEST_POLL_SECONDS = float(env_str("INGEST_POLL_SECONDS", "1"))
 # Worker heartbeats (ops.liveness): every qcluster and runworkflows beats this often; a process
@@ -286,6 +293,11 @@ HEARTBEAT_FORGET_SECONDS = float(env_str("HEARTBEAT_FORGET_SECONDS", "3600"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)
+# --- Lab upload screening (labs/screening.py): refused before anything is stored or forwarded.
+# Images (JPEG, PNG, and images inside PDFs) over this many pixels, read from their headers.
+LAB_UPLOAD_MAX_PIXELS = env_int("LAB_UPLOAD_MAX_PIXELS", 100_000_000)
+# PDFs whose streams decode to more than this in total (checked by a bounded, streaming inflate).
+LAB_UPLOAD_MAX_PDF_DECODED_BYTES = env_int("LAB_UPLOAD_MAX_PDF_DECODED_BYTES", 256 * 1024 * 1024)
 # How long the lab-report workflow waits for Terra's lab_report webhook (engine duration grammar).
 LAB_REPORT_TIMEOUT = env_duration("LAB_REPORT_TIMEOUT", "2 hours")
 TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
@@ -390,9 +402,10 @@ METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
 
 LOGIN_URL = "/admin/login/"
 
-# The cache holds what every process must agree on: throttle counters, the audit flood bound,
-# /v1/me's reconcile spacing. Redis when configured, else a table in the database (created by
-# migrate: ops/migrations/0003_cache_table), never per-process memory.
+# The cache holds what every process must agree on (/v1/me's reconcile spacing). Redis when
+# configured, else a table in the database (created by migrate: ops/migrations/0003_cache_table),
+# never per-process memory. Throttles and the audit flood bound count in the database instead
+# (ops.ratestore: one atomic upsert, exact with any number of workers).
 CACHE_TABLE = "vitalflow_cache"
 if REDIS_URL:
     CACHES = {

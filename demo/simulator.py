@@ -27,7 +27,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from demo import payloads as demo_payloads
-from ingest.signature import signature_header_value
+from ingest.terra.signature import signature_header_value
 
 log = logging.getLogger(__name__)
 
@@ -233,9 +233,9 @@ def simulator_transport() -> httpx.MockTransport:
 def install() -> None:
     """Demo mode: the Terra client and s3_payload downloads from PING_HOST talk to the simulator
     (the demo app's ready() calls this in every process)."""
-    from ingest import terra_client
     from ingest.normalizers import s3_payload
+    from ingest.terra import client
 
     transport = simulator_transport()
-    terra_client.set_transport(transport)
-    s3_payload.set_bucket_transport(PING_HOST, transport)
+    client.set_transport(transport)
+    s3_payload.set_simulated_bucket(PING_HOST, transport)

@@ -1,3 +1,5 @@
+"""ingest's app: registers its normalizers, user tables, due poller, gauges and schedules."""
+
 from django.apps import AppConfig
 
 
@@ -26,3 +28,21 @@ class IngestConfig(AppConfig):
         from ops.metrics import scrape_register
 
         scrape_register("ingest", ingest_gauges)
+        _register_schedules()
+
+
+def _register_schedules() -> None:
+    from datetime import time
+
+    from django_q.models import Schedule
+
+    from ingest import tasks
+    from ops.schedules import Spec, schedule_register
+
+    schedule_register(Spec(tasks.DRAIN, "ingest.tasks.drain_task", Schedule.MINUTES, minutes=5))
+    schedule_register(
+        Spec(tasks.RECONCILE, "ingest.tasks.reconcile_task", Schedule.DAILY, at=time(3, 0))
+    )
+    schedule_register(
+        Spec(tasks.CLEANUP, "ingest.tasks.cleanup_task", Schedule.DAILY, at=time(3, 30))
+    )

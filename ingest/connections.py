@@ -13,9 +13,8 @@ from django.utils import timezone
 
 from ingest.models import TerraConnection
 from ingest.replay import raw_events_requeue_for_terra_user
-from ingest.terra_client import BACKFILL_TYPES, TerraError, TerraNetworkError, get_terra_client
+from ingest.terra.client import BACKFILL_TYPES, TerraError, TerraNetworkError, get_terra_client
 from ingest.traces import trace_write
-from ops.services import audit_log_write
 
 log = logging.getLogger(__name__)
 
@@ -167,23 +166,6 @@ def connection_backfill(
 def _reference(answer) -> str | None:
     # Terra answers a to_webhook request with a reference naming the coming chunks.
     return answer.get("reference") if isinstance(answer, dict) else None
-
-
-def connection_backfill_request(
-    *, connection: TerraConnection, days: int, request=None, actor: str | None = None
-) -> list[dict]:
-    """Operator action "backfill N days" on one connection."""
-    outcomes = connection_backfill(connection=connection, days=days)
-    failed = sum(1 for o in outcomes if o["status"] != "requested")
-    audit_log_write(
-        action="terra_connection.backfill",
-        resource=f"terra_connection:{connection.pk}",
-        result="ok" if not failed else f"partial:{failed}_failed",
-        request=request,
-        actor=actor,
-        metadata={"days": days, "terra_user_id": connection.terra_user_id, "outcomes": outcomes},
-    )
-    return outcomes
 
 
 def connections_backfill_recent(*, days: int = RECONCILE_DAYS, user=None) -> dict:

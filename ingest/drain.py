@@ -8,11 +8,11 @@ from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from ingest.consumer import raw_event_consume
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent, RawEventState
 from ingest.queue import queue_publish
-from ingest.replay import NO_CONNECTION, reset_to_pending
+from ingest.replay import reset_to_pending
 from ops.request_id import get_request_id
-from ops.services import audit_log_write
 
 DRAIN_WINDOW = timedelta(hours=24)
 DRAIN_MAX_LIMIT = 100
@@ -23,6 +23,7 @@ class DrainResult:
     """What one drain run picked up and, with inline=True, how each row ended (`outcomes` maps a
     RawEventState value or "not_claimed" to a count)."""
 
+    limit: int = 0
     selected: int = 0
     enqueued: int = 0
     ids: list[int] = field(default_factory=list)
@@ -40,7 +41,7 @@ class DrainResult:
 def drain_candidates(
     *, include_skipped: bool = False, include_no_connection: bool = False, now=None
 ):
-    """Rows the drain may pick up (DESIGN §4): received in the last 24 h and unprocessed
+    """Rows the drain may pick up: received in the last 24 h and unprocessed
     (pending or parked, not leased by a consumer right now), excluding rows parked for want of a
     connection (the auth normalizer re-enqueues those) unless asked; plus retrying rows whose
     backoff is over, whatever their age; plus skipped rows of the last 24 h when asked."""
@@ -69,12 +70,9 @@ def raw_events_drain(
     include_skipped: bool = False,
     include_no_connection: bool = False,
     inline: bool = False,
-    request=None,
-    actor: str | None = None,
 ) -> DrainResult:
     """Pick up to `limit` (1…100) stuck rows and enqueue them — or, with inline=True, consume
-    them in this process and count outcomes. Skipped rows it selects are reset to pending first.
-    Writes an audit row when an operator (request/actor) asked for it."""
+    them in this process and count outcomes. Skipped rows it selects are reset to pending first."""
 
     limit = max(1, min(int(limit), DRAIN_MAX_LIMIT))
     rows = list(
@@ -82,7 +80,7 @@ def raw_events_drain(
             include_skipped=include_skipped, include_no_connection=include_no_connection
         ).values_list("pk", "state")[:limit]
     )
-    result = DrainResult(selected=len(rows), ids=[pk for pk, _ in rows])
+    result = DrainResult(limit=limit, selected=len(rows), ids=[pk for pk, _ in rows])
     skipped = [pk for pk, state in rows if state == RawEventState.SKIPPED]
     if skipped:
         reset_to_pending(skipped)
@@ -93,18 +91,4 @@ def raw_events_drain(
     else:
         for pk in result.ids:
             result.enqueued += queue_publish(pk, request_id=get_request_id())
-    if request is not None or actor is not None:
-        audit_log_write(
-            action="raw_events.drain",
-            resource="raw_events",
-            request=request,
-            actor=actor,
-            metadata={
-                "limit": limit,
-                "include_skipped": include_skipped,
-                "include_no_connection": include_no_connection,
-                **result.as_dict(),
-                "ids": result.ids[:500],
-            },
-        )
     return result

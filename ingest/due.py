@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from ingest.models import RawEventState
 from ingest.queue import queue_publish
+from ingest.store import consumer as store
 
 log = logging.getLogger(__name__)
 
@@ -25,31 +25,12 @@ DUE_LIMIT = 500
 # A row published and still due this long after is published again (its task may be lost).
 REPUBLISH_SECONDS = 30
 _ADVISORY_KEY = 0x76665F647565  # "vf_due"
-_STATE_ORDER = {RawEventState.RETRYING: 0, RawEventState.PENDING: 1, RawEventState.PARKED: 2}
 
 
 def due_rows(*, now=None, limit: int = DUE_LIMIT) -> list[tuple[int, object]]:
     """(id, next_attempt_at) of rows due again, retries first, then expired leases, then parked
     rows, each oldest due first: a crowd of parked rows never holds up a retry."""
-    now = now or timezone.now()
-    adapt = connection.ops.adapt_datetimefield_value
-    sql = (
-        "SELECT id, next_attempt_at FROM raw_events WHERE state IN (%s, %s, %s) AND next_attempt_at IS NOT NULL "
-        "AND next_attempt_at <= %s ORDER BY CASE state WHEN %s THEN 0 WHEN %s THEN 1 ELSE 2 END, "
-        "next_attempt_at, id LIMIT %s"
-    )
-    params = [
-        RawEventState.RETRYING.value,
-        RawEventState.PENDING.value,
-        RawEventState.PARKED.value,
-        adapt(now),
-        RawEventState.RETRYING.value,
-        RawEventState.PENDING.value,
-        limit,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(pk, due) for pk, due in cursor.fetchall()]
+    return store.due_rows(now or timezone.now(), limit)
 
 
 def due_ids(*, now=None, limit: int = DUE_LIMIT) -> list[int]:
@@ -76,22 +57,13 @@ class DuePoller:
         return len(fresh)
 
 
-def _holds_the_lock() -> bool:
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        # Session-level: kept while this thread's connection lives, released if it dies.
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [_ADVISORY_KEY])
-        return bool(cursor.fetchone()[0])
-
-
 def poll_forever(interval: float) -> None:
     poller = DuePoller()
     leader = False
     while True:
         try:
             if not leader:
-                leader = _holds_the_lock()
+                leader = store.due_poller_lock(_ADVISORY_KEY)
             if leader:
                 poller.tick()
         except Exception:

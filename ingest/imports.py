@@ -16,7 +16,7 @@ from ingest.connections import connection_backfill, connections_reconcile
 from ingest.errors import InvalidDays, NoActiveConnection, TerraUnavailable
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection
 from ingest.registry import user_tables
-from ingest.terra_client import BACKFILL_TYPES
+from ingest.terra.client import BACKFILL_TYPES
 
 MIN_DAYS, MAX_DAYS, DEFAULT_DAYS = 1, 1460, 365
 

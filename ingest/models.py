@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from ingest.payload import Unparseable, payload_parse
+from ingest.terra.payload import Unparseable, payload_parse
 
 
 class RawEventState(models.TextChoices):
@@ -20,17 +20,14 @@ class RawEventState(models.TextChoices):
     DEAD = "dead"  # raised 5 times: manual triage
 
 
-UNPROCESSED_STATES = (RawEventState.PENDING, RawEventState.PARKED, RawEventState.RETRYING)
-
-
 class RawEvent(models.Model):
     """One Terra delivery as received. `state` names the row's place in the consumer state
-    machine (DESIGN §4); processed_at/process_error carry the same facts in the spec's terms."""
+    machine (ingest.decisions); processed_at/process_error carry the same facts in the spec's terms."""
 
     event_type = models.CharField(max_length=64)
     # "" (never NULL) when the delivery names no Terra user (lab reports): a NULL would make
     # the unique constraint below let duplicates through on both databases.
-    terra_user_id = models.CharField(max_length=64, blank=True, default="")
+    terra_user_id = models.CharField(max_length=255, blank=True, default="")
     reference_id = models.CharField(max_length=255, blank=True, default="")
     provider = models.CharField(max_length=64, blank=True, default="")
     # The delivery's exact bytes: sha256(body) == dedup_key, so a row can be checked against what
@@ -41,7 +38,7 @@ class RawEvent(models.Model):
     request_id = models.CharField(max_length=128, blank=True, default="")
     received_at = models.DateTimeField(default=timezone.now)
     # When Terra emitted the delivery (X-Terra-Ordering-Timestamp, unix ms, unchanged across its
-    # retries), else received_at. Newer ordering wins per record (DESIGN §4); replays keep it.
+    # retries), else received_at. Newer ordering wins per record; replays keep it.
     ordered_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
     process_error = models.TextField(null=True, blank=True)
@@ -57,6 +54,12 @@ class RawEvent(models.Model):
         on_delete=models.SET_NULL,
         related_name="raw_events",
     )
+    # Items of `data` its earlier pieces committed (a big delivery is normalized in pieces that
+    # each commit): the next attempt after a failure starts after them (ingest.consumer).
+    progress = models.PositiveIntegerField(default=0, db_default=0)
+    # The webhook span's W3C traceparent when OpenTelemetry records (ops.tracing): the consumer's
+    # span links to it. "" otherwise.
+    traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
     class Meta:
         db_table = "raw_events"
@@ -131,7 +134,7 @@ class TerraConnection(models.Model):
         related_name="terra_connections",
         db_index=False,
     )
-    terra_user_id = models.CharField(max_length=64, unique=True)
+    terra_user_id = models.CharField(max_length=255, unique=True)
     provider = models.CharField(max_length=64)
     reference_id = models.CharField(max_length=255, blank=True, default="")
     scopes = models.TextField(blank=True, default="")
@@ -368,6 +371,34 @@ class ImportJob(models.Model):
 
     def __str__(self):
         return f"import {self.user} {self.start_date}…{self.end_date}"
+
+
+class RawEventUpload(models.Model):
+    """A big delivery body staged by COPY for the one statement that inserts its row
+    (ingest.store.deliveries, PostgreSQL): it lives only inside that delivery's transaction."""
+
+    token = models.UUIDField(unique=True)
+    body = models.BinaryField()
+
+    class Meta:
+        db_table = "raw_event_uploads"
+
+    def __str__(self):
+        return f"upload {self.token}"
+
+
+class DownloadSlot(models.Model):
+    """One download at a time per bucket host (s3_payload pings): a slow or hostile bucket holds
+    at most one worker, for at most the download deadline (held_until)."""
+
+    host = models.CharField(max_length=255, unique=True)
+    held_until = models.DateTimeField()
+
+    class Meta:
+        db_table = "ingest_download_slots"
+
+    def __str__(self):
+        return f"{self.host} until {self.held_until:%H:%M:%S}"
 
 
 class ConsumeTicket(models.Model):

@@ -1,31 +1,16 @@
 """Queue publishing: hand a raw event to django-q2 so a consumer picks it up, in the caller's
-transaction on the ORM broker or after commit on Redis.
-
-On the ORM broker deliveries share consume tasks instead of queueing one each (django-q2's own
-per-task cost caps a 2-worker cluster at a few hundred tasks a second, whatever the task does):
-a delivery joins a consume task that is queued and not started yet — its ticket, a row of
-ingest_consume_tickets — or queues one with a new ticket, in its own transaction. The task
-deletes its ticket before it claims anything, and then drains pending rows (many per task).
-
-Why no delivery is missed: a delivery reads the ticket after inserting its row and, on
-PostgreSQL, holds a FOR KEY SHARE lock on it until it commits; the task's DELETE of that ticket
-waits for those commits, so every row that joined the ticket is committed (visible) before the
-task's first claim. A delivery that comes after the DELETE finds no ticket and queues a new
-task. On SQLite the delivery's transaction holds the database's write lock from BEGIN
-(IMMEDIATE), which orders the DELETE after it the same way. A ticket older than TICKET_FRESH
-is not joined (its task may be lost or stuck behind other work: a new one costs one task).
-"""
+transaction on the ORM broker (where deliveries share consume tasks through tickets) or after
+commit on Redis. docs/ingest.md › The queue says why no delivery is missed."""
 
 import logging
-import uuid
 from datetime import timedelta
 
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, transaction
 from django.utils import timezone
 
 from ingest.models import TraceLevel
+from ingest.store import deliveries as store
 from ingest.traces import trace_write
-from ops import tracing
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +20,15 @@ TICKET_FRESH = timedelta(seconds=2)
 
 
 def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = True) -> bool:
-    """Publish the consume task so that a worker only ever sees it with the row committed.
+    """Queue a row so that a worker only ever sees it committed (replays, the SQLite webhook).
 
     On the ORM broker (same database) the row joins a shared consume task (its ticket, see
     above) in the surrounding transaction: both commit or neither does, at the cost of one
-    commit instead of two. On Redis it is
-    pushed after commit. A failed publish is logged and traced; the row stays pending for the
-    drain. Returns True when the task is already in (the ORM case), False when it is published
-    later or failed. trace=False leaves the queue_published trace to the caller (the webhook
-    writes it in one insert with its own)."""
-    if _broker_shares_the_transaction():
-        if tracing.traceparent():
-            # OpenTelemetry on: a task of its own carries the webhook span, for the link.
-            return queue_publish(
-                raw_event_id, request_id=request_id, in_transaction=True, trace=trace
-            )
+    commit instead of two. On Redis it is pushed after commit. A failed publish is logged and
+    traced; the row stays pending for the drain. Returns True when the task is already in (the
+    ORM case), False when it is published later or failed. trace=False leaves the
+    queue_published trace to the caller (the webhook writes it in one insert with its own)."""
+    if tickets_used() and transaction.get_connection().in_atomic_block:
         try:
             consume_ticket_join()
         except DatabaseError:
@@ -64,71 +43,15 @@ def raw_event_enqueue(*, raw_event_id: int, request_id: str = "", trace: bool = 
     return False
 
 
-def _broker_shares_the_transaction() -> bool:
-    return tickets_used() and transaction.get_connection().in_atomic_block
-
-
-def ticket_join_sql() -> tuple[str, list]:
-    """consume_ticket_join's look-up as a query (and its parameters) to run inside a statement
-    of the caller's (ingest.deliveries: one statement per delivery): the id of the fresh ticket
-    it locks FOR KEY SHARE until that statement's transaction commits, or no row — then the
-    caller runs consume_ticket_join() after its commit (its rows are then committed before the
-    task exists, which is just as safe). PostgreSQL only."""
-    since = timezone.now() - TICKET_FRESH
-    return (
-        "SELECT id FROM ingest_consume_tickets WHERE created_at > %s LIMIT 1 FOR KEY SHARE",
-        [since],
-    )
-
-
-def orm_message(raw_event_id: int) -> tuple[str, str, object]:
-    """(key, payload, lock) of the django_q_ormq row of a consume task of raw_event_id's own,
-    built as django-q2's async_task + ORM broker build it (same signed package, same keys), for
-    a caller that inserts it in the statement that inserts the row (ingest.deliveries): what
-    queue_publish does with OpenTelemetry on (the message carries the webhook span's
-    traceparent), without an ORM save. Only when tickets_used()."""
-    from django_q.conf import Conf
-    from django_q.signals import pre_enqueue
-    from django_q.signing import SignedPackage
-
-    task = {
-        "id": uuid.uuid4().hex,
-        "name": f"consume-{raw_event_id}",
-        "func": CONSUME_TASK,
-        "args": (raw_event_id,),
-        "save": False,  # as queue_publish: failures are still saved
-    }
-    if Conf.CACHED:
-        task["cached"] = Conf.CACHED
-    if Conf.ACK_FAILURES:
-        task["ack_failure"] = Conf.ACK_FAILURES
-    parent = tracing.traceparent()
-    task["kwargs"] = {"traceparent": parent} if parent else {}
-    task["started"] = timezone.now()
-    pre_enqueue.send(sender="django_q", task=task)
-    broker = _get_broker()
-    return broker.list_key or Conf.CLUSTER_NAME, SignedPackage.dumps(task), task["started"]
-
-
 def consume_ticket_join() -> int:
     """Inside the caller's transaction on the ORM broker: join the queued consume task that has
     not started yet, or queue one (ticket and task commit with the caller's rows, or neither
     does). Returns the ticket's id. A database error propagates: the transaction is broken."""
-    adapt = connection.ops.adapt_datetimefield_value
     now = timezone.now()
-    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM ingest_consume_tickets WHERE created_at > %s LIMIT 1{lock}",
-            [adapt(now - TICKET_FRESH)],
-        )
-        found = cursor.fetchone()
-        if found:
-            return found[0]
-        cursor.execute(
-            "INSERT INTO ingest_consume_tickets (created_at) VALUES (%s) RETURNING id", [adapt(now)]
-        )
-        ticket = cursor.fetchone()[0]
+    found = store.ticket_fresh(now - TICKET_FRESH)
+    if found is not None:
+        return found
+    ticket = store.ticket_insert(now)
     from django_q.tasks import async_task
 
     try:
@@ -141,8 +64,7 @@ def consume_ticket_join() -> int:
         )
     except Exception:
         # No task behind it: later deliveries must not join this ticket.
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM ingest_consume_tickets WHERE id = %s", [ticket])
+        store.ticket_delete(ticket)
         raise
     return ticket
 
@@ -151,11 +73,7 @@ def consume_ticket_release(ticket: int | None) -> None:
     """The task's first act, outside any transaction: delete its ticket (and tickets too old to
     be joined: their tasks may be lost). On PostgreSQL this waits for the deliveries that
     joined them to commit, so the claims that follow see their rows."""
-    stale = connection.ops.adapt_datetimefield_value(timezone.now() - TICKET_FRESH)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM ingest_consume_tickets WHERE id = %s OR created_at < %s", [ticket, stale]
-        )
+    store.tickets_release(ticket, timezone.now() - TICKET_FRESH)
 
 
 def consume_ticket_ensure() -> None:
@@ -206,14 +124,10 @@ def queue_publish(
     transaction a database error is not swallowed: the transaction is broken and must fail."""
     from django_q.tasks import async_task
 
-    # With OpenTelemetry on, the message carries the current (webhook) span so the consumer's
-    # span can link to it; without it the message is exactly as before.
-    parent = tracing.traceparent()
     try:
         async_task(
             CONSUME_TASK,
             raw_event_id,
-            **({"traceparent": parent} if parent else {}),
             broker=_get_broker(),
             save=False,  # failures are still saved; successes would only bloat the task table
             task_name=f"consume-{raw_event_id}",

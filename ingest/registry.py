@@ -11,14 +11,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NormalizeResult:
-    """ok=False parks the row with `error`; `skipped` acknowledges it without storing anything.
-    `detail` goes into the outcome trace (unmapped items, absent fields, stale columns)."""
+    """ok=False parks the row with `error` (with `defer`, it was not run at all and goes again
+    in a few seconds, the attempt not counted); `skipped` acknowledges it without storing
+    anything. `detail` goes into the outcome trace (unmapped items, absent fields, stale
+    columns)."""
 
     ok: bool
     rows: int = 0
     skipped: str | None = None
     error: str | None = None
     detail: dict | None = None
+    defer: bool = False
 
 
 class ValueOutOfRange(ValueError):
@@ -29,14 +32,17 @@ class ValueOutOfRange(ValueError):
 Normalizer = Callable[["RawEvent"], NormalizeResult]
 _normalizers: dict[str, Normalizer] = {}
 _item_reads: dict[str, tuple[str, ...]] = {}
+_outside_transaction: set[str] = set()
 
 
 def register(
-    *event_types: str, reads: Iterable[str] | None = None
+    *event_types: str, reads: Iterable[str] | None = None, in_transaction: bool = True
 ) -> Callable[[Normalizer], Normalizer]:
     """Register a normalizer for `event_types`. `reads`: every path of a `data` item it reads
-    (dotted, ingest.projection's syntax); a big delivery of these types is then parsed as a
-    stream that keeps only those (a path left out reads as absent: list them all)."""
+    (dotted, ingest.terra.projection's syntax); a big delivery of these types is then parsed as a
+    stream that keeps only those (a path left out reads as absent: list them all).
+    `in_transaction=False`: it runs outside the row's transaction (it waits on the network), and
+    writes what it stores through statements of their own."""
 
     def decorator(fn: Normalizer) -> Normalizer:
         for event_type in event_types:
@@ -45,9 +51,17 @@ def register(
                 _item_reads.pop(event_type, None)
             else:
                 _item_reads[event_type] = tuple(reads)
+            if in_transaction:
+                _outside_transaction.discard(event_type)
+            else:
+                _outside_transaction.add(event_type)
         return fn
 
     return decorator
+
+
+def runs_in_transaction(event_type: str) -> bool:
+    return event_type not in _outside_transaction
 
 
 def normalizer_for(event_type: str) -> Normalizer | None:

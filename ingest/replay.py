@@ -1,14 +1,12 @@
 """Replays: give raw events another go from pending (an operator's replay, or a connection that
-now exists for rows parked without one). Audited when an operator asks."""
+now exists for rows parked without one)."""
 
 from django.db import transaction
 
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent, RawEventState
 from ingest.queue import raw_event_enqueue
 from ops.request_id import get_request_id
-from ops.services import audit_log_write
-
-NO_CONNECTION = "no_connection_for_terra_user"
 
 
 def reset_to_pending(ids: list[int]) -> int:
@@ -18,27 +16,20 @@ def reset_to_pending(ids: list[int]) -> int:
         process_error=None,
         next_attempt_at=None,
         attempts=0,
+        progress=0,
     )
 
 
-def raw_events_replay(*, ids: list[int], request=None, actor: str | None = None) -> int:
-    """Re-run rows whatever their state (operator action): reset each to pending with a fresh
-    attempt budget, enqueue after commit, and write one audit row. Normalizers are replay-safe,
-    so replaying a processed row converges to the same tables. Returns how many rows exist."""
-    ids = sorted({int(i) for i in ids})
+def raw_events_replay(*, ids: list[int]) -> list[int]:
+    """Re-run rows whatever their state: reset each to pending with a fresh attempt budget and
+    queue it after commit. Normalizers are replay-safe, so replaying a processed row converges
+    to the same tables. Returns the ids that exist (ingest.actions audits the operator's)."""
     with transaction.atomic():
         found = list(RawEvent.objects.filter(pk__in=ids).values_list("pk", flat=True))
         reset_to_pending(found)
         for pk in found:
             raw_event_enqueue(raw_event_id=pk, request_id=get_request_id())
-        audit_log_write(
-            action="raw_events.replay",
-            resource=f"raw_events:{','.join(map(str, found[:50]))}",
-            request=request,
-            actor=actor,
-            metadata={"requested": len(ids), "replayed": len(found), "ids": found[:500]},
-        )
-    return len(found)
+    return found
 
 
 def raw_events_requeue_for_terra_user(*, terra_user_id: str) -> int:

@@ -24,7 +24,6 @@ DLQ_STATES = (RawEventState.PARKED, RawEventState.RETRYING, RawEventState.DEAD)
 UNMAPPABLE_PREFIX = "skipped:unmappable:"
 # Deliveries that had data but mapped to nothing: acknowledged, yet an operator must see them.
 UNMAPPABLE = Q(state=RawEventState.SKIPPED, process_error__startswith=UNMAPPABLE_PREFIX)
-NO_CONNECTION_ERROR = "no_connection_for_terra_user"
 
 
 def parse_age(raw: str) -> timedelta:

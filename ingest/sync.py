@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from ingest.errors import InvalidCursor, InvalidLimit, InvalidSince
 from ingest.registry import UserTable, user_tables
+from ingest.store import rows as store
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 2000
@@ -150,15 +150,10 @@ def _table_rows(table: UserTable, *, user, since, after: Position | None, n: int
         )
     qs = qs.order_by("updated_at", "pk").values(*sync_fields(model))[:n]
     pk_column = model._meta.pk.column
-    if connection.vendor == "postgresql" and _json_keys_are_attnames(model):
-        # PostgreSQL writes each row's JSON itself: no per-value conversion in Python, which
-        # is most of the cost of a page (bench/sync.py).
-        sql, params = qs.query.sql_with_params()
-        quoted = connection.ops.quote_name(pk_column)
-        wrapped = f"SELECT row_to_json(t)::text FROM ({sql}) t ORDER BY t.updated_at, t.{quoted}"
-        with connection.cursor() as cursor:
-            cursor.execute(wrapped, params)
-            return [Row(found[0], pk_column) for found in cursor.fetchall()]
+    if _json_keys_are_attnames(model):
+        texts = store.rows_as_json(qs, pk_column)
+        if texts is not None:
+            return [Row(text, pk_column) for text in texts]
     return [
         Row(json.dumps(row, default=_json_default, separators=(",", ":")), pk_column) for row in qs
     ]

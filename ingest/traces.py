@@ -11,38 +11,10 @@ from django.db import connection
 from django.utils import timezone
 
 from ingest.models import TraceEvent, TraceLevel
+from ingest.store import deliveries as store
 from ops.request_id import get_request_id
 
 log = logging.getLogger(__name__)
-
-
-_COLUMNS = (
-    "request_id",
-    "raw_event",
-    "user",
-    "level",
-    "event",
-    "duration_ms",
-    "data",
-    "created_at",
-)
-_sql: dict[tuple[str, int], str] = {}
-
-
-def trace_columns() -> str:
-    """The trace table's columns in trace_row() order, quoted, for an INSERT's column list."""
-    q = connection.ops.quote_name
-    return ", ".join(q(TraceEvent._meta.get_field(name).column) for name in _COLUMNS)
-
-
-def _insert_sql(rows: int) -> str:
-    """INSERT … VALUES with `rows` value lists, built once per database vendor and row count."""
-    key = (connection.vendor, rows)
-    if key not in _sql:
-        table = connection.ops.quote_name(TraceEvent._meta.db_table)
-        values = ", ".join([f"({', '.join(['%s'] * len(_COLUMNS))})"] * rows)
-        _sql[key] = f"INSERT INTO {table} ({trace_columns()}) VALUES {values}"
-    return _sql[key]
 
 
 def trace_row(
@@ -71,13 +43,6 @@ def trace_row(
     ]
 
 
-def traces_insert(rows: list[list]) -> None:
-    """Several trace_row()s in one plain INSERT (no ORM machinery: the webhook and the consumer
-    write traces for every delivery). Raises like any statement; callers decide."""
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(len(rows)), [value for row in rows for value in row])
-
-
 def trace_write(
     event: str,
     *,
@@ -100,7 +65,7 @@ def trace_write(
             duration_ms=duration_ms,
             data=data,
         )
-        traces_insert([row])
+        store.traces_insert([row])
     except Exception:  # a trace is diagnostics: losing one beats failing the delivery
         log.exception("could not write trace %s", event)
 

@@ -8,11 +8,11 @@ from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ingest.deadline import DatabaseDeadline, within_deadline
-from ingest.deliveries import raw_event_record
 from ingest.errors import IngestError
 from ingest.metrics import RAW_EVENTS_RECEIVED, webhook_measured
+from ingest.recording import raw_event_record
 from ops import tracing
+from ops.deadline import DatabaseDeadline, within_deadline
 from ops.errors import ErrorCode, error_response
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def read_body(request, limit: int) -> bytearray:
     return body
 
 
-# Every path Terra's dashboard has been pointed at (ingest.webhook_urls routes them all here).
+# Every path Terra's dashboard has been pointed at (ingest.urls routes them all here).
 WEBHOOK_PATHS = frozenset({"/webhook/terra", "/webhook", "/terra", "/"})
 
 
@@ -110,7 +110,11 @@ def _terra_webhook(request):
     request_id = getattr(request, "request_id", "")
     try:
         recorded = within_deadline(
-            raw_event_record, body=body, headers=request.headers, request_id=request_id
+            settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS,
+            raw_event_record,
+            body=body,
+            headers=request.headers,
+            request_id=request_id,
         )
     except IngestError as exc:
         return error_response(exc.status, exc.code, exc.message, **exc.extra)

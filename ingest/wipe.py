@@ -13,7 +13,6 @@ from ingest.models import ImportJob, TerraConnection, TraceEvent
 from ingest.registry import user_tables
 from ingest.selectors import user_raw_events
 from ops.models import UserToken
-from ops.services import audit_log_write
 
 log = logging.getLogger(__name__)
 # Keeps each DELETE ... IN (...) under SQLite's bound-parameter limit.
@@ -81,9 +80,10 @@ def _delete_files(keys: list[str]) -> None:
             log.exception("could not delete stored file %s", key)
 
 
-def user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]:
-    """Delete all of `user`'s data and the user; returns rows deleted per table."""
-    username, user_pk = user.username, user.pk
+def user_wipe(*, user) -> dict[str, int]:
+    """Delete all of `user`'s data and the user; returns rows deleted per table (ingest.actions
+    audits the operator's)."""
+    username = user.username
     counts: dict[str, int] = {}
     with transaction.atomic():
         files = _stored_files(user)
@@ -97,13 +97,6 @@ def user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]
         user.delete()
         counts["users"] = 1
         counts["stored_files"] = len(files)
-        audit_log_write(
-            action="user.wipe",
-            resource=f"user:{username}",
-            request=request,
-            actor=actor,
-            metadata={"user_id": user_pk, "counts": counts},
-        )
         transaction.on_commit(lambda: _delete_files(files))
     log.info("wiped user %s: %s", username, counts)
     return counts

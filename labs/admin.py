@@ -83,6 +83,7 @@ class LabUploadAdmin(ReadOnlyAdmin):
         "content_type",
         "size",
         "sha256",
+        "metadata_removed",
         "terra_upload_id",
         "parsed_at",
         "created_at",

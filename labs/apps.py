@@ -8,7 +8,7 @@ class LabsConfig(AppConfig):
     verbose_name = "Labs"
 
     def ready(self):
-        # ingest never imports labs (DESIGN §1): labs plugs itself in here.
+        # ingest never imports labs: labs plugs itself in here.
         from ingest.registry import UserTable, register_user_table
         from labs import graph_actions, normalizers  # noqa: F401  (graph actions; lab_report, body)
         from labs.models import Biomarker, BiomarkerWide, LabUpload

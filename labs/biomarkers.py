@@ -4,7 +4,7 @@ the spine's null-preserving upsert so replays converge; and Terra's flag → our
 from dataclasses import dataclass
 from datetime import date
 
-from ingest.upsert import upsert_keep_non_null
+from ingest.normalizers.rows import upsert_keep_non_null
 from labs.aliases import canonical_code
 from labs.models import Biomarker, BiomarkerStatus
 
@@ -45,7 +45,7 @@ def biomarker_upsert(
 ) -> int | None:
     """Insert or merge one biomarker; the code is the canonical one for raw_code. With
     `ordered_at` (body deliveries) a delivery older than the one that wrote the row changes
-    nothing (newest wins, DESIGN §4)."""
+    nothing (newest wins)."""
     m = measurement
     return upsert_keep_non_null(
         Biomarker,

@@ -2,7 +2,7 @@
 hint, like workflows.errors. LabError derives from ops.errors.ApiError, so the shared DRF
 exception handler renders it as `{"code", "message", ...}` with its status."""
 
-from ops.errors import ApiError
+from ops.errors import ApiError, ErrorCode
 
 
 class LabError(ApiError):
@@ -33,3 +33,28 @@ class UnsupportedFileType(LabError):
 class FileTooLarge(LabError):
     code = "file_too_large"
     status = 413
+
+
+class ImageTooLarge(LabError):
+    code = ErrorCode.IMAGE_TOO_LARGE
+    status = 422
+
+
+class PdfDecodedTooLarge(LabError):
+    code = ErrorCode.PDF_DECODED_TOO_LARGE
+    status = 422
+
+
+class PdfEncrypted(LabError):
+    code = ErrorCode.PDF_ENCRYPTED
+    status = 422
+
+
+class PdfUncheckable(LabError):
+    code = ErrorCode.PDF_UNCHECKABLE
+    status = 422
+
+
+class FileMalformed(LabError):
+    code = ErrorCode.FILE_MALFORMED
+    status = 422

@@ -29,7 +29,10 @@ class LabUpload(models.Model):
     original_name = models.CharField(max_length=255, blank=True, default="")
     content_type = models.CharField(max_length=100)
     size = models.PositiveBigIntegerField()
-    sha256 = models.CharField(max_length=64)
+    sha256 = models.CharField(max_length=64)  # of the stored bytes (what was forwarded)
+    # Kinds of metadata taken out of the file before it was stored and forwarded
+    # (labs.screening: "exif", "xmp", "tEXt", …); [] when it had none, or for a PDF.
+    metadata_removed = models.JSONField(default=list, blank=True)
     terra_status = models.CharField(max_length=64, default="pending")
     terra_response = models.JSONField(null=True, blank=True)
     terra_upload_id = models.CharField(max_length=255, null=True, blank=True)
@@ -81,7 +84,7 @@ class Biomarker(models.Model):
         LabUpload, null=True, blank=True, on_delete=models.SET_NULL, related_name="biomarkers"
     )
     # Body deliveries: the ordering time of the delivery that last wrote the row (newest wins,
-    # DESIGN §4). Lab reports leave it null.
+    # docs/ingest.md). Lab reports leave it null.
     ordered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -18,6 +18,7 @@ class LabUploadSerializer(serializers.ModelSerializer):
             "content_type",
             "size",
             "sha256",
+            "metadata_removed",
             "terra_status",
             "terra_upload_id",
             "parsed_at",

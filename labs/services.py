@@ -6,16 +6,18 @@ import logging
 import re
 import uuid
 
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ingest.terra_client import TerraError, TerraNetworkError, get_terra_client
+from ingest.terra.client import TerraError, TerraNetworkError, get_terra_client
 from labs import filetype
 from labs.errors import UnsupportedFileType
 from labs.models import LabUpload
+from labs.screening import lab_file_screen
 from ops.services import audit_log_write
 
 log = logging.getLogger(__name__)
@@ -46,18 +48,15 @@ def storage_key_for(*, user, upload_id: uuid.UUID, kind: filetype.FileKind) -> s
     return f"{STORAGE_PREFIX}/{_user_segment(user)}/{upload_id}.{kind.extension}"
 
 
-def _digest(uploaded: UploadedFile) -> tuple[str, bytes]:
-    sha = hashlib.sha256()
-    parts = []
-    for chunk in uploaded.chunks():
-        sha.update(chunk)
-        parts.append(chunk)
-    return sha.hexdigest(), b"".join(parts)
+def _read(uploaded: UploadedFile) -> bytes:
+    # At most LAB_UPLOAD_MAX_BYTES (labs.upload refused anything larger before we get here).
+    return b"".join(uploaded.chunks())
 
 
 def lab_upload_create(*, user, uploaded: UploadedFile) -> tuple[LabUpload, bytes]:
-    """Store the file under a key we choose and insert its row (terra_status pending).
-    Returns the row and the file's bytes (at most LAB_UPLOAD_MAX_BYTES) for forwarding."""
+    """Screen the file (labs.screening: metadata stripped, bombs refused), store what passed under
+    a key we choose and insert its row (terra_status pending). Returns the row and the stored
+    bytes, which are what the forward sends."""
     uploaded.seek(0)
     kind = filetype.sniff(uploaded.read(filetype.HEAD_BYTES))
     if kind is None:
@@ -65,9 +64,12 @@ def lab_upload_create(*, user, uploaded: UploadedFile) -> tuple[LabUpload, bytes
             "Only PDF, PNG and JPEG lab reports are accepted (decided by the file's content).",
         )
     uploaded.seek(0)
-    sha256, content = _digest(uploaded)
+    screened = lab_file_screen(content=_read(uploaded), kind=kind)
+    content = screened.content
     upload_id = uuid.uuid4()
-    key = default_storage.save(storage_key_for(user=user, upload_id=upload_id, kind=kind), uploaded)
+    key = default_storage.save(
+        storage_key_for(user=user, upload_id=upload_id, kind=kind), ContentFile(content)
+    )
     try:
         row = LabUpload.objects.create(
             id=upload_id,
@@ -76,7 +78,8 @@ def lab_upload_create(*, user, uploaded: UploadedFile) -> tuple[LabUpload, bytes
             original_name=(uploaded.name or "")[:255],
             content_type=kind.content_type,
             size=len(content),
-            sha256=sha256,
+            sha256=hashlib.sha256(content).hexdigest(),
+            metadata_removed=screened.metadata_removed,
             terra_status=PENDING,
         )
     except Exception:

@@ -1,3 +1,5 @@
+"""ops' app: the console's front page, heartbeats, gauges, login audit and its clean-up schedule."""
+
 from django.apps import AppConfig
 
 
@@ -29,3 +31,11 @@ class OpsConfig(AppConfig):
         from ops.services import login_failed_audit
 
         user_login_failed.connect(login_failed_audit, dispatch_uid="ops-login-failed-audit")
+
+        from datetime import time
+
+        from django_q.models import Schedule
+
+        from ops.schedules import Spec, schedule_register
+
+        schedule_register(Spec("ops-cleanup", "ops.tasks.cleanup", Schedule.DAILY, at=time(3, 45)))

@@ -30,6 +30,12 @@ class ErrorCode:
     IDEMPOTENCY_REQUIRED = "idempotency_required"
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     INVALID_CURSOR = "invalid_cursor"
+    # Lab uploads refused for what is inside them (labs/screening.py).
+    IMAGE_TOO_LARGE = "image_too_large"
+    PDF_DECODED_TOO_LARGE = "pdf_decoded_too_large"
+    PDF_ENCRYPTED = "pdf_encrypted"
+    PDF_UNCHECKABLE = "pdf_uncheckable"
+    FILE_MALFORMED = "file_malformed"
 
 
 class ApiError(Exception):

@@ -1,9 +1,11 @@
 """Probes for orchestrators: /healthz (the process serves) and /readyz (it can do its job:
 the database answers, migrations are applied, the broker answers when one is configured).
 
-Plain Django views, not DRF: no authentication, no throttling, no session, no database work in
+Plain Django views, not DRF: no authentication needed, no throttling, no database work in
 /healthz. Every check is cheap (one SELECT 1, one PING); the migration check reads the migration
 graph once per process and remembers success (a deploy that adds migrations starts new processes).
+Anyone sees each check's name and state; what a failure says (hosts, ports, roles, errors) and
+the workers of `?verbose=1` need an operator key with metrics:read (or a staff session).
 """
 
 import logging
@@ -14,7 +16,7 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from ops import liveness
+from ops import liveness, metrics
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +88,42 @@ def healthz(request):
     return JsonResponse({"status": "ok"})
 
 
+def state_of(result: str) -> str:
+    """A check's result without its details: "error: OperationalError: … host …" → "error"."""
+    return result.split(":", 1)[0]
+
+
+def may_see_details(request) -> bool:
+    """An operator key with metrics:read (or "*"), or a staff session (the console shows them
+    the same). With the database down neither can be checked: the details stay in the log."""
+    try:
+        if metrics.key_status(request) == 200:
+            return True
+        user = getattr(request, "user", None)
+        return bool(user is not None and user.is_active and user.is_staff)
+    except Exception:  # a probe never raises; an unverifiable caller is an anonymous one
+        log.info("readyz: caller not verified", exc_info=True)
+        return False
+
+
 @never_cache
 @require_GET
 def readyz(request):
     checks, failing = run_checks()
+    details = may_see_details(request)
+    if not details:
+        checks = {name: state_of(result) for name, result in checks.items()}
     body = {"status": "ok" if not failing else "unavailable", "checks": checks}
     if failing:
         body.update(code="not_ready", message=f"Failing: {', '.join(failing)}.", failing=failing)
     if request.GET.get("verbose") in ("1", "true"):
-        body.update(verbose_details(database_ok="database" not in failing))
+        if details:
+            body.update(verbose_details(database_ok="database" not in failing))
+        else:
+            body["details"] = (
+                f"Check details and workers need an operator key with the {metrics.SCOPE!r} "
+                "scope (X-Admin-Key or Bearer)."
+            )
     return JsonResponse(body, status=503 if failing else 200)
 
 

@@ -21,7 +21,7 @@ How a request is handled (`idempotent` wraps a DRF handler method such as `post`
    different hash → 409 `idempotency_conflict`; expired (24 h) → deleted and treated as new.
 
 `request.idempotency_key` ("" when none) and `request.idempotency_replayed` are set for the
-audit writer. Expired rows are deleted by the daily clean-up schedule (ingest.schedules).
+audit writer. Expired rows are deleted by the daily clean-up schedule (ops.tasks.cleanup).
 """
 
 import functools

@@ -10,7 +10,9 @@ Two kinds of figures:
   heartbeats), never a count over a whole big table.
 
 Access: an operator key with the `metrics:read` scope (X-Admin-Key, or `Authorization: Bearer`
-as Prometheus' scrape config sends it), unless METRICS_PUBLIC=true.
+as Prometheus' scrape config sends it), unless METRICS_PUBLIC=true. With the database down the
+scrape answers 503 `{"code": "database_unavailable"}` with Retry-After (its gauges and the key
+check need it): Prometheus records the target down, which is what it is.
 """
 
 import logging
@@ -19,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -57,6 +60,8 @@ class _ScrapeCollector:
         for name, fn in _scrapers.items():
             try:
                 yield from fn()
+            except (OperationalError, InterfaceError):
+                raise  # the database is down, not one figure: the whole scrape answers 503
             except Exception:  # one broken figure must not blank the whole scrape
                 log.exception("metrics: %s failed", name)
                 up = gauge("scrape_error", "1 when a group of gauges failed", ["group"])
@@ -100,35 +105,55 @@ def _presented_key(request) -> str:
     return key.strip()
 
 
-def _allowed(request) -> tuple[bool, int]:
-    if getattr(settings, "METRICS_PUBLIC", False):
-        return True, 200
+def key_status(request) -> int:
+    """200 when the request carries an operator key with the metrics:read scope (or "*"), else
+    401 (no or unknown key) or 403 (a key without the scope). /readyz's details need the same.
+    A database error propagates: the key cannot be checked."""
     raw = _presented_key(request)
     if not raw:
-        return False, 401
+        return 401
     key = ApiKey.objects.filter(key_hash=secret_hash(raw), revoked_at__isnull=True).first()
     if key is None:
-        return False, 401
-    return SCOPE in key.scopes or "*" in key.scopes, 403
+        return 401
+    return 200 if SCOPE in key.scopes or "*" in key.scopes else 403
+
+
+RETRY_AFTER_SECONDS = 5
 
 
 @never_cache
 @require_GET
 def metrics_view(request):
-    allowed, status = _allowed(request)
-    if not allowed:
-        if status == 401:
-            body = error_body(
-                ErrorCode.AUTHENTICATION_REQUIRED,
-                f"Send an operator key with the {SCOPE!r} scope (X-Admin-Key or Bearer).",
-            )
-        else:
-            body = error_body(ErrorCode.PERMISSION_DENIED, f"This needs the {SCOPE!r} scope.")
-        response = JsonResponse(body, status=status)
-        if status == 401:
-            response["WWW-Authenticate"] = 'Bearer realm="vitalflow-metrics"'
+    try:
+        status = 200 if getattr(settings, "METRICS_PUBLIC", False) else key_status(request)
+        if status != 200:
+            return _refused(status)
+        body = generate_latest(registry_for_scrape())
+    except (OperationalError, InterfaceError) as exc:
+        log.warning("metrics: database unavailable: %s", exc)
+        response = JsonResponse(
+            error_body(
+                ErrorCode.DATABASE_UNAVAILABLE, "The database is unavailable; retry shortly."
+            ),
+            status=503,
+        )
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
-    return HttpResponse(generate_latest(registry_for_scrape()), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def _refused(status: int) -> JsonResponse:
+    if status == 401:
+        body = error_body(
+            ErrorCode.AUTHENTICATION_REQUIRED,
+            f"Send an operator key with the {SCOPE!r} scope (X-Admin-Key or Bearer).",
+        )
+    else:
+        body = error_body(ErrorCode.PERMISSION_DENIED, f"This needs the {SCOPE!r} scope.")
+    response = JsonResponse(body, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="vitalflow-metrics"'
+    return response
 
 
 def liveness_gauges():

@@ -125,3 +125,35 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self):
         return f"{self.kind} {self.host}:{self.pid}"
+
+
+class RateCounter(models.Model):
+    """One row per limited thing (a throttle's principal, an audit flood key): the hits in its
+    current window and when that window ends, in epoch seconds of the database's clock. Only
+    ops.ratestore writes it, one atomic statement per hit (ops.throttling)."""
+
+    name = models.CharField(max_length=200, primary_key=True)  # the upsert's conflict target
+    hits = models.PositiveIntegerField()
+    window_end = models.FloatField()
+
+    class Meta:
+        db_table = "rate_counters"
+        # ops.ratestore's purge deletes ended windows by this.
+        indexes = [models.Index(fields=["window_end"], name="rate_counters_end")]
+
+    def __str__(self):
+        return f"{self.name}: {self.hits}"
+
+
+class OutboundPacer(models.Model):
+    """One row per paced destination (ops.pacing): the earliest time, in epoch seconds of the
+    database's clock, at which the next call may be made. Written only by ops.ratestore."""
+
+    name = models.CharField(max_length=200, primary_key=True)  # the upsert's conflict target
+    next_at = models.FloatField()
+
+    class Meta:
+        db_table = "outbound_pacers"
+
+    def __str__(self):
+        return f"{self.name}: {self.next_at}"

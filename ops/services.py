@@ -99,7 +99,8 @@ def audit_log_write(
 
 # Audit rows written for unauthenticated failures (bad logins, rejected keys), per action and
 # client IP and per action overall, in each 10-minute window: a flood writes a bounded number of
-# rows (plus one saying the rest were suppressed), not one per request.
+# rows (plus one saying the rest were suppressed), not one per request. Counted by the throttles'
+# atomic counters (ops.throttling.window_count), so concurrent workers cannot overshoot.
 AUDIT_FLOOD_WINDOW = 600
 AUDIT_FLOOD_PER_IP = 20
 AUDIT_FLOOD_PER_ACTION = 200
@@ -113,7 +114,7 @@ def audit_log_write_limited(*, action: str, request, actor: str, **fields) -> Au
     per_ip, _ = window_count(f"audit:{action}:{ip}", AUDIT_FLOOD_WINDOW)
     overall, _ = window_count(f"audit:{action}", AUDIT_FLOOD_WINDOW)
     if per_ip is None or overall is None:
-        return None  # no cache, no bound: write nothing rather than fill the table
+        return None  # no counter, no bound: write nothing rather than fill the table
     if per_ip > AUDIT_FLOOD_PER_IP or overall > AUDIT_FLOOD_PER_ACTION:
         if per_ip == AUDIT_FLOOD_PER_IP + 1 or overall == AUDIT_FLOOD_PER_ACTION + 1:
             return audit_log_write(

@@ -1,12 +1,14 @@
-"""Request limits for the API, shared by every process through Django's cache (Redis when
-REDIS_URL is set, else the database cache table `vitalflow_cache` that migrate creates).
+"""Request limits for the API, shared by every process through one table of counters in the
+database (ops.ratestore: an atomic upsert per request, so N workers count as one, with or without
+Redis).
 
 One throttle, three principals, each with its rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]:
 an operator key (`operator`, per key), a user token or session (`user`, per user), anything
-else (`anon`, per client IP). Windows counted with cache.add + cache.incr (atomic INCR on Redis):
-N requests per window, then 429 `{"code": "throttled"}` with Retry-After until the
-window ends. A rate of None turns that limit off. Rejected credentials count against their
-IP's `anon` budget too (ops.auth), so guessing keys is limited like anything anonymous.
+else (`anon`, per client IP). A window starts at the first request after the previous window
+ended and lasts the rate's period: N requests per window, then 429 `{"code": "throttled"}` with
+Retry-After until the window ends (a client that waits that long gets through). A rate of None
+turns that limit off. Rejected credentials count against their IP's `anon` budget too
+(ops.auth), so guessing keys is limited like anything anonymous.
 """
 
 import logging
@@ -14,11 +16,12 @@ import math
 import time
 
 from django.conf import settings
-from django.core.cache import cache
+from django.db import DatabaseError
 from rest_framework import exceptions
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
+from ops import ratestore
 from ops.models import ApiKey
 
 log = logging.getLogger(__name__)
@@ -70,40 +73,40 @@ def principal(request) -> tuple[str, str]:
     return ANON, f"ip:{client_ip(request)}"
 
 
-def hit(scope: str, ident: str, *, now: float | None = None) -> float | None:
+def hit(scope: str, ident: str) -> float | None:
     """Count one request; None when it is within the limit, else seconds until the window ends.
-    A cache that does not answer lets the request through (logged): limits protect the
+    A database that does not answer lets the request through (logged): limits protect the
     service, they must not take it down."""
     rate = rate_for(scope)
     if rate is None:
         return None
     limit, period = rate
-    now = time.time() if now is None else now
-    count, window_ends = window_count(f"throttle:{scope}:{ident}", period, now=now)
+    count, remaining = window_count(f"throttle:{scope}:{ident}", period)
     if count is None or count <= limit:
         return None
-    return max(window_ends - now, 1.0)
+    return max(remaining, 1.0)
 
 
-def window_count(name: str, period: int, *, now: float | None = None) -> tuple[int | None, float]:
+# Ended windows are deleted this often by each process (a later hit would restart them anyway).
+PURGE_SECONDS = 600
+_next_purge = 0.0
+
+
+def window_count(name: str, period: int) -> tuple[int | None, float]:
     """Add one to `name`'s counter for its current window of `period` seconds, which starts at
     the first hit after the previous one ended (so a burst is never split by a clock boundary);
-    returns (count so far, when the window ends), count None when the cache does not answer."""
-    now = time.time() if now is None else now
-    key = f"{name}:{period}"
+    returns (count so far including this hit, seconds until the window ends), count None when
+    the database does not answer."""
+    global _next_purge
     try:
-        cache.add(f"{key}:start", now, timeout=period)
-        cache.add(key, 0, timeout=period)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=period)
-            count = 1
-        started = cache.get(f"{key}:start", now)
-    except Exception:
-        log.warning("rate counter %s: cache unavailable", name, exc_info=True)
-        return None, now
-    return count, started + period
+        count, remaining = ratestore.rate_hit(name=name, period=period)
+        if time.monotonic() >= _next_purge:
+            _next_purge = time.monotonic() + PURGE_SECONDS
+            ratestore.rate_purge()
+    except DatabaseError:
+        log.warning("rate counter %s: database unavailable", name, exc_info=True)
+        return None, 0.0
+    return count, remaining
 
 
 def throttled(wait: float) -> exceptions.Throttled:

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from ingest import terra_client
+from ingest.terra import client as terra_client
 from ops.services import api_key_create, user_token_create
 from tests.factories import UserFactory
 

@@ -17,3 +17,14 @@ class WorkflowsConfig(AppConfig):
         from workflows.dashboard import workflows_gauges
 
         scrape_register("workflows", workflows_gauges)
+
+        from datetime import time
+
+        from django_q.models import Schedule
+
+        from ops.schedules import Spec, schedule_register
+
+        schedule_register(
+            Spec("workflows-sweep", "workflows.tasks.sweep", Schedule.MINUTES, minutes=1)
+        )
+        schedule_register(Spec("workflows-gc", "workflows.tasks.gc", Schedule.DAILY, at=time(4, 0)))

@@ -77,9 +77,27 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+# /readyz?verbose=1 lists the workers only for an operator key with metrics:read.
+READYZ_KEY = {"X-Admin-Key": ""}
+
+
+def metrics_key(env: dict) -> str:
+    created = subprocess.run(
+        [sys.executable, "manage.py", "create_api_key", "--name", "screenshots"]
+        + ["--scopes", "metrics:read"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return created.stdout.strip()
+
+
 def readyz(base: str) -> dict:
+    request = urllib.request.Request(f"{base}/readyz?verbose=1", headers=READYZ_KEY)
     try:
-        with urllib.request.urlopen(f"{base}/readyz?verbose=1", timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return json.load(response)
     except OSError:
         return {}
@@ -142,6 +160,7 @@ def main() -> None:
         manage(env, "setup_schedules")
         manage(env, "collectstatic", "--noinput")
         manage(env, "createsuperuser", "--noinput")
+        READYZ_KEY["X-Admin-Key"] = metrics_key(env)
         manage(env, "shell", "-c", "from django.contrib.auth.models import User; "
                "[User.objects.create_user(n) for n in ('demo', 'late')]")  # fmt: skip
         web = spawn(env, "serve", "--port", str(args.port), "--workers", "1",

@@ -7,13 +7,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ingest.actions import do_raw_events_drain, do_raw_events_replay, do_user_wipe
 from ingest.api import serializers as s
 from ingest.errors import InvalidLimit
 from ingest.imports import import_job_summary
-from ingest.replay import raw_events_replay
 from ingest.selectors import dlq_rows, raw_event_get, raw_events, traces, user_get, user_overview
-from ingest.triage import raw_events_drain_request
-from ingest.wipe import user_wipe
 from ops.auth import scope_required
 from ops.pagination import keyset_page_by_time, list_body
 
@@ -83,7 +81,7 @@ class RawEventReplayView(OperatorView):
     )
     def post(self, request, raw_event_id: int):
         row = raw_event_get(raw_event_id=raw_event_id)
-        count = raw_events_replay(ids=[row.pk], request=request)
+        count = do_raw_events_replay(ids=[row.pk], request=request)
         return Response({"replayed": count, "ids": [row.pk]})
 
 
@@ -104,7 +102,7 @@ class ReplayView(OperatorView):
             )
         if not ids:
             return Response({"replayed": 0, "ids": []})
-        count = raw_events_replay(ids=ids, request=request)
+        count = do_raw_events_replay(ids=ids, request=request)
         return Response({"replayed": count, "ids": sorted(set(ids))})
 
 
@@ -117,7 +115,7 @@ class DrainView(OperatorView):
     )
     def post(self, request):
         body = _validated(s.DrainRequest, request.data)
-        return Response(raw_events_drain_request(**body, request=request))
+        return Response(do_raw_events_drain(**body, request=request).as_dict())
 
 
 class UserOverviewView(OperatorView):
@@ -146,7 +144,7 @@ class UserWipeView(OperatorView):
         summary="Delete all of a user's data, their stored files, and the user",
     )
     def post(self, request, username: str):
-        counts = user_wipe(user=user_get(username=username), request=request)
+        counts = do_user_wipe(user=user_get(username=username), request=request)
         return Response({"username": username, "deleted": counts})
 
 

@@ -3,7 +3,6 @@
 from rest_framework import serializers
 
 from ingest.models import RawEvent, TerraConnection, TraceEvent
-from ingest.sync import MAX_LIMIT
 
 # --- user API ---------------------------------------------------------------------------------
 
@@ -79,12 +78,6 @@ class BackfillRequestOut(serializers.Serializer):
 
 class ImportResponse(ImportJobOut):
     requested = BackfillRequestOut(many=True)
-
-
-class SyncQuery(serializers.Serializer):
-    since = serializers.DateTimeField(required=False, help_text="ISO 8601; omit for everything")
-    cursor = serializers.CharField(required=False, help_text="`next` from the previous page")
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT)
 
 
 class SyncResponse(serializers.Serializer):

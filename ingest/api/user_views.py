@@ -13,7 +13,7 @@ from ingest.errors import TerraUnavailable
 from ingest.imports import import_job_refresh, import_job_summary, import_start, parse_days
 from ingest.models import TerraConnection
 from ingest.sync import parse_limit, sync_page
-from ingest.terra_client import TerraError, TerraNetworkError
+from ingest.terra.client import TerraError, TerraNetworkError
 from ops.auth import IsEndUser
 from ops.errors import ApiError, ErrorCode
 

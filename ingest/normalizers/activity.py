@@ -13,8 +13,8 @@ from ingest.normalizers.common import (
     resolve,
     source_of,
 )
-from ingest.registry import NormalizeResult, register
-from ingest.upsert import Upserted, upsert_newest
+from ingest.normalizers.rows import Upserted, upsert_newest
+from ingest.registry import NormalizeResult, ValueOutOfRange, register
 
 # Every item path activity_values reads (a big delivery keeps only these, and so does `raw`).
 ACTIVITY_READS = (
@@ -67,11 +67,15 @@ def normalize_activity(raw_event: RawEvent) -> NormalizeResult:
         values = activity_values(item)
         if not report.mapped({name: value for name, value in values.items() if name != "raw"}):
             continue
-        outcome = upsert_newest(
-            Activity,
-            key={"user_id": user.pk, "source": source, "record_key": key},
-            values={**values, "start_time": start, "ordered_at": raw_event.ordered_at},
-        )
+        try:
+            outcome = upsert_newest(
+                Activity,
+                key={"user_id": user.pk, "source": source, "record_key": key},
+                values={**values, "start_time": start, "ordered_at": raw_event.ordered_at},
+            )
+        except ValueOutOfRange as exc:
+            report.refused(item, exc)
+            continue
         report.written(
             outcome is Upserted.WRITTEN, stale=["activity"] if outcome is Upserted.STALE else ()
         )

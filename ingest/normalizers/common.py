@@ -3,13 +3,14 @@ user lookup, and the source name."""
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEvent
+from ingest.normalizers.users import user_for_event
 from ingest.registry import NormalizeResult
-from ingest.users import user_for_event
 
-NO_CONNECTION = "no_connection_for_terra_user"
 _WRITTEN_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", re.ASCII)
 
 
@@ -71,11 +72,6 @@ def source_of(raw_event: RawEvent) -> str:
     return str(provider).lower()
 
 
-def data_items(raw_event: RawEvent) -> list[dict]:
-    data = raw_event.payload.get("data") if isinstance(raw_event.payload, dict) else None
-    return [item for item in data if isinstance(item, dict)] if isinstance(data, list) else []
-
-
 def resolve(raw_event: RawEvent):
     """The event's user (set on the row too), or None when nobody is connected yet."""
     user = user_for_event(raw_event)
@@ -105,12 +101,12 @@ CURRENT_VERSION = "2022-03-16"
 _LEGACY_ITEM_KEYS = frozenset({"date", "summary_date", "start_time", "end_time", "timestamp"})
 # What every data normalizer reads of an item (MappingReport.items, record_key): its metadata,
 # and the legacy keys whose presence names a legacy shape. Each normalizer adds its own fields
-# (register(…, reads=…)): a big delivery keeps only these paths (ingest.projection).
+# (register(…, reads=…)): a big delivery keeps only these paths (ingest.terra.projection).
 ITEM_READS = ("metadata", *sorted(_LEGACY_ITEM_KEYS))
 
 
 class MappingReport:
-    """What a data normalizer made of one delivery (issue 10 §3): which items it could map,
+    """What a data normalizer made of one delivery: which items it could map,
     why the others were not, and which expected fields mapped items lacked.
 
     result() turns it into the outcome: a delivery with items that yields no row ends
@@ -118,15 +114,18 @@ class MappingReport:
     the outcome trace."""
 
     def __init__(self, raw_event: RawEvent):
+        self.raw_event = raw_event
+        self.resumed_after = 0  # items an earlier attempt's pieces committed, skipped now
         self.payload = raw_event.payload if isinstance(raw_event.payload, dict) else {}
         self.reasons: Counter[str] = Counter()
         self.absent: Counter[str] = Counter()
         self.rows = 0
         self.changed = 0
         self.stale: Counter[str] = Counter()
+        self.refusals: list[str] = []
         self.empty = False
 
-    def items(self) -> list[dict]:
+    def items(self) -> Iterable[dict]:
         """The items worth mapping; the others are counted with their reason."""
         if "data" not in self.payload:
             self.reasons["missing_data"] += 1
@@ -145,6 +144,11 @@ class MappingReport:
                 self.reasons["legacy_shape" if legacy else "missing_metadata"] += 1
             else:
                 kept.append(item)
+        # A big delivery: the consumer hands the items out in pieces that each commit.
+        pieces = getattr(self.raw_event, "pieces", None)
+        if pieces is not None:
+            self.resumed_after = min(self.raw_event.progress, len(kept))
+            return pieces(kept)
         return kept
 
     def unmapped(self, item: dict, reason: str) -> None:
@@ -162,6 +166,14 @@ class MappingReport:
                 self.absent[name] += 1
         return True
 
+    def refused(self, item: dict, exc: Exception) -> None:
+        """An item mapped but refused by its columns (a value it can never hold, ValueOutOfRange):
+        it is left out, counted with its reason, and the rest of the delivery is written."""
+        self.rows -= 1
+        self.reasons["value_out_of_range"] += 1
+        if len(self.refusals) < 5:
+            self.refusals.append(str(exc)[:200])
+
     def written(self, changed: bool, *, stale=()) -> None:
         self.changed += bool(changed)
         for name in stale:
@@ -177,6 +189,10 @@ class MappingReport:
             detail["unmapped"] = dict(self.reasons)
         if self.absent:
             detail["absent_fields"] = dict(sorted(self.absent.items()))
+        if self.refusals:
+            detail["refused"] = self.refusals
+        if self.resumed_after:
+            detail["resumed_after"] = self.resumed_after
         if self.stale:
             # A newer delivery of the same record already wrote these: left as they were.
             detail["stale"] = dict(sorted(self.stale.items()))
@@ -185,6 +201,8 @@ class MappingReport:
     def result(self) -> NormalizeResult:
         if self.rows == 0 and self.reasons:
             reason = "legacy_shape" if self._legacy_version() else self.reasons.most_common(1)[0][0]
+            if reason == "value_out_of_range":  # name the value, as the row's error shows it
+                reason = f"{reason}: {self.refusals[0]}"
             return NormalizeResult(
                 ok=True, skipped=f"unmappable:{reason}", detail={"unmapped": dict(self.reasons)}
             )

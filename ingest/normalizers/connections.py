@@ -9,12 +9,13 @@ from django.utils import timezone
 
 from ingest.models import RawEvent, TerraConnection
 from ingest.normalizers.common import dig
+from ingest.normalizers.rows import upsert_keep_non_null
+from ingest.normalizers.users import user_for_reference
 from ingest.registry import NormalizeResult, register
 from ingest.replay import raw_events_requeue_for_terra_user
-from ingest.terra_client import BACKFILL_TYPES, get_terra_client
+from ingest.terra.client import BACKFILL_TYPES, get_terra_client
+from ingest.terra.envelope import ID_MAX
 from ingest.traces import trace_write
-from ingest.upsert import upsert_keep_non_null
-from ingest.users import user_for_reference
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,13 @@ BACKFILL_DAYS = 90
 
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _too_long(*identifiers: str) -> NormalizeResult | None:
+    """An identifier longer than its column can never be stored: acknowledged, with the reason."""
+    if any(len(value) > ID_MAX for value in identifiers):
+        return NormalizeResult(ok=True, skipped="identifier_too_long")
+    return None
 
 
 def backfill_request(*, terra_user_id: str, user_id: int | None, days: int = BACKFILL_DAYS) -> int:
@@ -85,6 +93,8 @@ def normalize_auth(raw_event: RawEvent) -> NormalizeResult:
     reference_id = _text(info.get("reference_id")) or _text(payload.get("reference_id"))
     if not terra_user_id:
         return NormalizeResult(ok=False, error="auth_without_user_id")
+    if too_long := _too_long(terra_user_id, reference_id):
+        return too_long
     if reference_id:
         user = user_for_reference(reference_id)
     else:
@@ -112,6 +122,8 @@ def normalize_user_reauth(raw_event: RawEvent) -> NormalizeResult:
     if not new_id:
         return NormalizeResult(ok=False, error="user_reauth_without_new_user")
     reference_id = _text(dig(new, "reference_id")) or _text(dig(old, "reference_id"))
+    if too_long := _too_long(new_id, old_id, reference_id):
+        return too_long
     old_connection = (
         TerraConnection.objects.filter(terra_user_id=old_id).first() if old_id else None
     )

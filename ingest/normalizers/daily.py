@@ -1,6 +1,5 @@
 """`daily` deliveries → daily_summary, one row per (user, source, written date)."""
 
-from ingest.daily_merge import daily_merge
 from ingest.models import RawEvent
 from ingest.normalizers.common import (
     ITEM_READS,
@@ -14,7 +13,8 @@ from ingest.normalizers.common import (
     source_of,
     written_date,
 )
-from ingest.registry import NormalizeResult, register
+from ingest.normalizers.daily_merge import daily_merge
+from ingest.registry import NormalizeResult, ValueOutOfRange, register
 
 # Every item path daily_values and daily_vitals read (a big delivery keeps only these).
 DAILY_READS = (
@@ -78,12 +78,16 @@ def normalize_daily(raw_event: RawEvent) -> NormalizeResult:
         values = {**daily_values(item), **daily_vitals(item)}
         if not report.mapped(values):
             continue
-        merged = daily_merge(
-            user_id=user.pk,
-            source=source,
-            day=day,
-            values=values,
-            ordered_at=raw_event.ordered_at,
-        )
+        try:
+            merged = daily_merge(
+                user_id=user.pk,
+                source=source,
+                day=day,
+                values=values,
+                ordered_at=raw_event.ordered_at,
+            )
+        except ValueOutOfRange as exc:
+            report.refused(item, exc)
+            continue
         report.written(merged.written, stale=merged.stale)
     return report.result()

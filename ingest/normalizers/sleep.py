@@ -1,9 +1,6 @@
 """`sleep` deliveries → sleep_sessions (one per summary_id) and merged into daily_summary on the
 wake date (the calendar date written in metadata.end_time)."""
 
-from datetime import date
-
-from ingest.daily_merge import sleep_merge
 from ingest.models import RawEvent, SleepSession
 from ingest.normalizers.common import (
     ITEM_READS,
@@ -18,9 +15,10 @@ from ingest.normalizers.common import (
     source_of,
     written_date,
 )
-from ingest.registry import NormalizeResult, register
-from ingest.sqlrows import model_columns, model_rows
-from ingest.upsert import Upserted, upsert_newest
+from ingest.normalizers.daily_merge import sleep_merge
+from ingest.normalizers.rows import Upserted, upsert_newest
+from ingest.registry import NormalizeResult, ValueOutOfRange, register
+from ingest.store import rows as store
 
 # Every item path the sleep normalizer reads (a big delivery keeps only these, and so does the
 # session's `raw`).
@@ -82,25 +80,6 @@ def efficiency_percent(value) -> float | None:
     return figure if figure <= 100 else None
 
 
-def _stored_wake(user_id: int, source: str, key: str) -> tuple[date | None, bool] | None:
-    """(wake_date, is_nap) of the stored session, to re-merge the day it leaves on a revision.
-    Plain SQL: it runs for every sleep item, and the ORM's query building cost more than it."""
-    sql = (
-        f"SELECT {model_columns(SleepSession, exclude=_ONLY_WAKE)} FROM sleep_sessions "
-        "WHERE user_id = %s AND source = %s AND record_key = %s"
-    )
-    found = model_rows(SleepSession, sql, [user_id, source, key], exclude=_ONLY_WAKE)
-    return (found[0].wake_date, found[0].is_nap) if found else None
-
-
-# Every column but these is left out (deferred) of the stored-session lookup.
-_ONLY_WAKE = frozenset(
-    f.name
-    for f in SleepSession._meta.concrete_fields
-    if f.name not in ("id", "wake_date", "is_nap")
-)
-
-
 @register("sleep", reads=SLEEP_READS)
 def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
     """Each item is one session, identified by (user, source, metadata.summary_id) — by its
@@ -130,18 +109,22 @@ def normalize_sleep(raw_event: RawEvent) -> NormalizeResult:
         }
         if not report.mapped(values):
             continue
-        before = _stored_wake(user.pk, source, key)
-        outcome = upsert_newest(
-            SleepSession,
-            key={"user_id": user.pk, "source": source, "record_key": key},
-            values={
-                **values,
-                "start_time": start,
-                "wake_date": written_date(end_time),  # the daily row it feeds
-                "ordered_at": raw_event.ordered_at,
-                "raw": item,
-            },
-        )
+        before = store.sleep_session_wake(user.pk, source, key)
+        try:
+            outcome = upsert_newest(
+                SleepSession,
+                key={"user_id": user.pk, "source": source, "record_key": key},
+                values={
+                    **values,
+                    "start_time": start,
+                    "wake_date": written_date(end_time),  # the daily row it feeds
+                    "ordered_at": raw_event.ordered_at,
+                    "raw": item,
+                },
+            )
+        except ValueOutOfRange as exc:
+            report.refused(item, exc)
+            continue
         if outcome is Upserted.STALE:
             report.written(False, stale=["sleep_session"])
             continue

@@ -3,7 +3,7 @@
 
 from django import template
 
-from ingest.dashboard import dashboard_context
+from ingest.admin.dashboard import dashboard_context
 
 register = template.Library()
 

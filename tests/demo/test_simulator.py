@@ -15,7 +15,6 @@ from django.utils import timezone
 from demo import payloads as demo_payloads
 from demo import simulator
 from demo.management.commands import terra_simulate
-from ingest import terra_client
 from ingest.models import (
     Activity,
     DailySummary,
@@ -25,7 +24,8 @@ from ingest.models import (
     TerraConnection,
 )
 from ingest.normalizers import s3_payload
-from ingest.signature import signature_verify
+from ingest.terra import client as terra_client
+from ingest.terra.signature import signature_verify
 from tests.factories import TerraConnectionFactory
 
 pytestmark = pytest.mark.django_db
@@ -198,9 +198,9 @@ def test_terra_simulate_posts_an_auth_and_n_days(
 @pytest.fixture
 def simulated_bucket():
     """The simulator's payload bucket, as the demo app's ready() installs it in demo mode."""
-    s3_payload.set_bucket_transport(simulator.PING_HOST, simulator.simulator_transport())
+    s3_payload.set_simulated_bucket(simulator.PING_HOST, simulator.simulator_transport())
     yield
-    s3_payload.set_bucket_transport(None)
+    s3_payload.set_simulated_bucket(None)
 
 
 def test_terra_simulate_can_send_ping_mode(

@@ -31,7 +31,7 @@ def _imports_demo(path: Path) -> list[str]:
 
 
 def test_no_module_outside_demo_imports_it():
-    # Seen: ingest/terra_client.py and ingest/normalizers/s3_payload.py imported the simulator.
+    # Seen: the Terra client and the s3_payload normalizer imported the simulator.
     files = [ROOT / "manage.py"] + [
         path
         for package in _shipped_packages()

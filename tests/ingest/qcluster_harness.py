@@ -1,7 +1,9 @@
 """A real `manage.py qcluster` with extra normalizers for the fault tests and bench/retries.py:
 `noop_test` (always ok), `kill_worker` (SIGKILLs the worker process running it, as an OOM kill
 would) and `hang_once` (on its first claim writes its pid to $HARNESS_PID_FILE and hangs, so
-the caller can kill that worker; later claims are ok).
+the caller can kill that worker; later claims are ok). With $HARNESS_BUCKET_PORT, every
+s3_payload ping is fetched from http://127.0.0.1:<port> (a local bucket stands in for a public
+one: only the address check is replaced, the download is real).
 Run as a script: python tests/ingest/qcluster_harness.py"""
 
 import os
@@ -39,5 +41,17 @@ def _hang_once(raw_event):
         time.sleep(3600)
     return NormalizeResult(ok=True)
 
+
+if os.environ.get("HARNESS_BUCKET_PORT"):
+    import httpx
+
+    from ingest.normalizers import s3_payload
+
+    def _local_bucket(raw):
+        path = httpx.URL(raw).raw_path.decode() if isinstance(raw, str) else "/"
+        url = httpx.URL(f"http://127.0.0.1:{os.environ['HARNESS_BUCKET_PORT']}{path}")
+        return s3_payload.Target(url, "127.0.0.1")
+
+    s3_payload.check_url = _local_bucket
 
 call_command("qcluster")

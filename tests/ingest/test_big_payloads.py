@@ -10,10 +10,11 @@ from datetime import date
 import pytest
 
 from demo import payloads as demo_payloads
-from ingest.consumer import INLINE_BODY_BYTES, raw_event_consume, raw_events_consume_pending
+from ingest.consumer import raw_event_consume, raw_events_consume_pending
 from ingest.models import Activity, DailySummary, RawEvent, RawEventState, SleepSession, TraceEvent
 from ingest.normalizers.daily import DAILY_READS
-from ingest.projection import payload_projected, payload_trie, reads_trie
+from ingest.store.consumer import INLINE_BODY_BYTES
+from ingest.terra.projection import payload_projected, payload_trie, reads_trie
 from labs.models import Biomarker
 from tests.conftest import load_fixture
 from tests.factories import RawEventFactory

@@ -7,7 +7,8 @@ import pytest
 from django.utils import timezone
 
 from ingest import registry
-from ingest.consumer import MAX_ATTEMPTS, raw_event_consume, raw_events_consume_batch
+from ingest.consumer import raw_event_consume, raw_events_consume_batch
+from ingest.decisions import MAX_ATTEMPTS
 from ingest.drain import raw_events_drain
 from ingest.models import DailySummary, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.registry import NormalizeResult

@@ -7,8 +7,8 @@ from datetime import date
 
 import pytest
 
-from ingest.daily_merge import PRECEDENCE
 from ingest.models import DailySummary, RawEvent, SleepSession
+from ingest.normalizers.daily_merge import PRECEDENCE
 from tests.conftest import load_fixture
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from ingest import registry
+from ingest.actions import do_raw_events_drain, do_raw_events_replay
+from ingest.decisions import NO_CONNECTION
 from ingest.drain import drain_candidates, raw_events_drain
 from ingest.models import RawEvent, RawEventState
 from ingest.registry import NormalizeResult
-from ingest.replay import NO_CONNECTION, raw_events_replay
+from ingest.replay import raw_events_replay
 from ops.models import AuditLog
 from tests.factories import RawEventFactory
 
@@ -82,7 +84,7 @@ def test_drain_include_skipped_reruns_skipped_rows(monkeypatch):
 
 def test_queued_drain_enqueues_and_audits_when_an_operator_asks(noop, sync_queue):
     row = make()
-    result = raw_events_drain(actor="api_key:1:ops")
+    result = do_raw_events_drain(actor="api_key:1:ops")
     assert (result.selected, result.enqueued) == (1, 1)
     row.refresh_from_db()
     assert row.state == RawEventState.PROCESSED  # the sync queue ran it
@@ -96,7 +98,7 @@ def test_replay_resets_rows_enqueues_them_and_writes_the_audit(
     dead = make(RawEventState.DEAD, process_error="boom", attempts=5)
     done = make(RawEventState.PROCESSED, processed_at=timezone.now(), attempts=1)
     with django_capture_on_commit_callbacks(execute=True):
-        count = raw_events_replay(ids=[dead.pk, done.pk, 999_999], actor="user:charlie")
+        count = do_raw_events_replay(ids=[dead.pk, done.pk, 999_999], actor="user:charlie")
     assert count == 2
     for row in (dead, done):
         row.refresh_from_db()

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest import deliveries
+from ingest import recording
 from ingest.models import RawEvent, RawEventState, SleepSession, TerraConnection, TraceEvent
 from tests.factories import TerraConnectionFactory
 from tests.ingest.conftest import TERRA_USER
@@ -101,22 +101,26 @@ def test_an_item_mapped_in_part_records_the_absent_fields_in_its_trace(
     assert trace["unmapped"] == {"missing_metadata": 1, "no_known_fields": 1}
 
 
-def test_a_value_out_of_range_for_its_column_parks_at_once_with_a_clear_message(
+def test_a_delivery_whose_only_item_is_out_of_range_is_skipped_with_a_clear_message(
     post, fixture_payload, alice
 ):
+    # Items are mapped one by one: an item its columns can never hold is left out; when it was
+    # the only one, the delivery is unmappable, the value named (tests/ingest/test_hostile_strings
+    # has the item beside good ones).
     payload = fixture_payload("daily.json", reference="alice")
     payload["data"][0]["distance_data"]["steps"] = 1e20
     row = outcome(post(payload))
-    assert row.state == RawEventState.PARKED
-    assert row.attempts == 1
-    assert row.process_error.startswith("value_out_of_range: daily_summary.steps = ")
+    assert row.state == RawEventState.SKIPPED
+    assert row.process_error.startswith(
+        "skipped:unmappable:value_out_of_range: daily_summary.steps = "
+    )
     assert "out of range" in row.process_error
 
 
 def test_last_webhook_at_is_stamped_from_deliveries_at_most_once_a_minute(
     post, fixture_payload, alice, monkeypatch
 ):
-    monkeypatch.setattr(deliveries, "_last_seen", {})
+    monkeypatch.setattr(recording, "_last_seen", {})
     TerraConnectionFactory(user=alice, terra_user_id=TERRA_USER)
     first = outcome(post(fixture_payload("daily.json", reference="alice")))
     stamped = TerraConnection.objects.get().last_webhook_at
@@ -124,7 +128,7 @@ def test_last_webhook_at_is_stamped_from_deliveries_at_most_once_a_minute(
     post(fixture_payload("sleep.json", reference="alice"))
     assert TerraConnection.objects.get().last_webhook_at == stamped  # within the minute
     # A minute on (another process, or this one's memo expired): stamped again.
-    monkeypatch.setattr(deliveries, "_last_seen", {})
+    monkeypatch.setattr(recording, "_last_seen", {})
     TerraConnection.objects.update(last_webhook_at=stamped - timedelta(minutes=2))
     later = outcome(post(fixture_payload("activity.json", reference="alice")))
     assert TerraConnection.objects.get().last_webhook_at == later.received_at

@@ -1,13 +1,13 @@
 """Newest data wins (issue 10 §1): every raw event keeps Terra's ordering time, and a record is
 written by the delivery Terra emitted last, whatever order the deliveries arrive in."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
+from ingest.actions import do_raw_events_replay
 from ingest.models import RawEvent
-from ingest.replay import raw_events_replay
 from tests.conftest import load_fixture
 
 pytestmark = pytest.mark.django_db
@@ -31,11 +31,32 @@ def test_without_a_usable_header_the_ordering_time_is_the_receipt(deliver, heade
     assert row.received_at >= before
 
 
+@pytest.mark.parametrize("ahead", [timedelta(hours=1), timedelta(hours=23)])
+def test_an_unsigned_stamp_never_beats_the_receipt_by_more_than_the_trusted_skew(
+    deliver, settings, ahead
+):
+    # Seen: the header is not covered by the signature, and a stamp up to 24 h ahead was
+    # believed, pinning its record for a day.
+    settings.TERRA_ORDERING_MAX_AHEAD_SECONDS = 300
+    stamp = int((timezone.now() + ahead).timestamp() * 1000)
+    response = deliver(load_fixture("daily.json"), headers={ORDERING: str(stamp)})
+    row = RawEvent.objects.get(pk=response.json()["raw_event_id"])
+    assert row.ordered_at == row.received_at
+
+
+def test_a_stamp_a_little_ahead_is_believed(deliver, settings):
+    settings.TERRA_ORDERING_MAX_AHEAD_SECONDS = 300
+    stamp = int((timezone.now() + timedelta(seconds=60)).timestamp() * 1000)
+    response = deliver(load_fixture("daily.json"), headers={ORDERING: str(stamp)})
+    row = RawEvent.objects.get(pk=response.json()["raw_event_id"])
+    assert row.ordered_at == datetime.fromtimestamp(stamp / 1000, tz=UTC)
+
+
 def test_a_replay_keeps_the_original_ordering_time(deliver, django_capture_on_commit_callbacks):
     response = deliver(load_fixture("daily.json"), headers={ORDERING: "1782890000123"})
     pk = response.json()["raw_event_id"]
     with django_capture_on_commit_callbacks(execute=False):
-        raw_events_replay(ids=[pk], actor="test")
+        do_raw_events_replay(ids=[pk], actor="test")
     assert RawEvent.objects.get(pk=pk).ordered_at == datetime(
         2026, 7, 1, 7, 13, 20, 123000, tzinfo=UTC
     )

@@ -25,9 +25,9 @@ def test_the_stored_body_is_the_exact_bytes_received(deliver):
 
 @pytest.mark.django_db
 def test_a_big_streamed_body_is_stored_byte_for_byte(deliver, monkeypatch):
-    from ingest import deliveries
+    from ingest.store import deliveries
 
-    monkeypatch.setattr(deliveries, "STREAM_ABOVE_BYTES", 64)  # PostgreSQL: COPY in chunks
+    monkeypatch.setattr(deliveries, "STAGE_ABOVE_BYTES", 64)  # PostgreSQL: COPY in chunks
     payload = load_fixture("sleep.json")
     payload["note"] = "é" * 3000
     raw = json.dumps(payload, ensure_ascii=False, indent=1).encode()

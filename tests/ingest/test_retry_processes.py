@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from ingest.consumer import MAX_ATTEMPTS
+from ingest.decisions import MAX_ATTEMPTS
 from ingest.models import RawEvent, RawEventState
 from tests.factories import RawEventFactory
 

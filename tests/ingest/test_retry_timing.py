@@ -8,11 +8,12 @@ import pytest
 from django.utils import timezone
 
 from ingest import registry
-from ingest.consumer import MAX_ATTEMPTS, raw_event_consume, raw_events_consume_batch
+from ingest.consumer import raw_event_consume, raw_events_consume_batch
+from ingest.decisions import MAX_ATTEMPTS
 from ingest.due import DuePoller, due_ids
 from ingest.models import RawEvent, RawEventState
 from ingest.registry import NormalizeResult
-from ingest.schedules import drain_task
+from ingest.tasks import drain_task
 from tests.factories import RawEventFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from ingest.consumer import raw_event_consume
-from ingest.models import Activity, RawEvent, RawEventState
+from ingest.models import Activity, DownloadSlot, RawEvent, RawEventState
 from ingest.normalizers import s3_payload
 
 pytestmark = pytest.mark.django_db
@@ -74,7 +74,11 @@ def test_the_payload_is_downloaded_and_processed_as_if_delivered(
     assert fetched.dedup_key == hashlib.sha256(body).hexdigest()  # the bytes, kept exactly
     assert fetched.state == RawEventState.PROCESSED  # queued and consumed like a delivery
     assert Activity.objects.filter(user=alice).exists()
-    assert str(bucket["seen"][0].url) == URL
+    # The address checked is the address connected to; the host name goes in Host and TLS.
+    sent = bucket["seen"][0]
+    assert str(sent.url) == URL.replace(httpx.URL(URL).host, "52.95.148.1")
+    assert sent.headers["host"] == httpx.URL(URL).host
+    assert sent.extensions["sni_hostname"] == httpx.URL(URL).host
 
 
 def test_the_same_payload_fetched_twice_is_a_duplicate(post, bucket, fixture_payload, alice):
@@ -153,3 +157,40 @@ def test_a_ping_that_points_at_a_ping_is_not_followed(post, bucket):
     row = consume_ping(post, ping())
     row.refresh_from_db()
     assert row.process_error == "skipped:unmappable:s3_payload_nested"
+
+
+def test_a_download_from_a_bucket_that_trickles_ends_at_its_deadline_and_is_retried(
+    post, settings, monkeypatch
+):
+    # Seen: a bucket trickling one byte every 10 s held a consumer worker for 20 minutes
+    # (a per-read timeout of 30 s, no overall deadline). Here the bucket is a real local server
+    # that trickles for 2 minutes; the address check is the only thing stood in for.
+    from tests.ingest.slow_bucket import trickling_bucket
+
+    settings.TERRA_S3_PAYLOAD_DEADLINE_SECONDS = 1
+    s3_payload.set_transport(None)
+    with trickling_bucket(interval=0.2, total=120) as bucket:
+        local = httpx.URL(f"http://127.0.0.1:{bucket['port']}/payloads/a.json")
+        monkeypatch.setattr(
+            s3_payload, "check_url", lambda raw: s3_payload.Target(local, "127.0.0.1")
+        )
+        row = consume_ping(post, ping())
+        row.refresh_from_db()
+    assert row.state == RawEventState.RETRYING
+    assert row.process_error.startswith("TooSlow: s3_payload_too_slow")
+    assert bucket["requests"] == 1
+    assert not DownloadSlot.objects.filter(held_until__gt=timezone.now()).exists()
+
+
+def test_a_second_ping_to_a_bucket_another_worker_is_downloading_from_waits_its_turn(
+    post, bucket, fixture_payload, alice
+):
+    bucket["files"]["/payloads/40f7b0e1/a.json"] = activity_body(fixture_payload)
+    host = httpx.URL(URL).host
+    DownloadSlot.objects.create(host=host, held_until=timezone.now() + timedelta(seconds=30))
+    row = consume_ping(post, ping())
+    row.refresh_from_db()
+    assert (row.state, row.attempts) == (RawEventState.RETRYING, 0)  # deferred, not counted
+    assert row.process_error == f"s3_payload_host_busy:{host}"
+    assert row.next_attempt_at <= timezone.now() + timedelta(seconds=5)
+    assert bucket["seen"] == []

@@ -1,4 +1,5 @@
-"""Schedules: setup is idempotent, and each task does its job (drain, reconcile, clean-up)."""
+"""Schedules: each app registers its own, setup is idempotent, and each task does its job (drain,
+reconcile, clean-up)."""
 
 from datetime import timedelta
 
@@ -6,9 +7,11 @@ import pytest
 from django.utils import timezone
 from django_q.models import Schedule
 
-from ingest import schedules
+from ingest import tasks
 from ingest.models import RawEventState, TraceEvent
 from ingest.traces import trace_write
+from ops import schedules
+from ops import tasks as ops_tasks
 from ops.models import IdempotencyKey
 from tests.factories import RawEventFactory, TerraConnectionFactory
 
@@ -28,12 +31,15 @@ def test_setup_twice_leaves_the_same_rows():
     assert snapshot() == first
     assert not any(was_created for _, was_created in created)
     by_name = {row[1]: row for row in first}
-    assert by_name["terra-drain"][2:5] == ("ingest.schedules.drain_task", Schedule.MINUTES, 5)
-    assert by_name["terra-reconcile"][2:4] == ("ingest.schedules.reconcile_task", Schedule.DAILY)
+    assert by_name["terra-drain"][2:5] == ("ingest.tasks.drain_task", Schedule.MINUTES, 5)
+    assert by_name["terra-reconcile"][2:4] == ("ingest.tasks.reconcile_task", Schedule.DAILY)
     reconcile_at = by_name["terra-reconcile"][5]
     assert (reconcile_at.hour, reconcile_at.minute) == (3, 0)
     assert reconcile_at > timezone.now()
-    assert by_name["ingest-cleanup"][2] == "ingest.schedules.cleanup_task"
+    assert by_name["ingest-cleanup"][2] == "ingest.tasks.cleanup_task"
+    assert by_name["ops-cleanup"][2] == "ops.tasks.cleanup"
+    assert by_name["workflows-sweep"][2:5] == ("workflows.tasks.sweep", Schedule.MINUTES, 1)
+    assert by_name["workflows-gc"][2] == "workflows.tasks.gc"
 
 
 def test_setup_repairs_a_changed_row_and_drops_duplicates():
@@ -45,36 +51,25 @@ def test_setup_repairs_a_changed_row_and_drops_duplicates():
     assert drains.count() == 1 and drains.get().minutes == 5
 
 
-def test_the_workflow_sweep_is_scheduled_only_when_it_exists(monkeypatch):
-    import importlib
+def test_every_schedule_points_at_a_task_that_exists():
+    from django.utils.module_loading import import_string
 
-    real = importlib.import_module
-
-    def fake_import(name, *args):
-        if name == "workflows.tasks":
-            raise ImportError("not yet")
-        return real(name, *args)
-
-    monkeypatch.setattr(schedules.importlib, "import_module", fake_import)
-    assert "workflows-sweep" not in {s.name for s in schedules.schedule_specs()}
-
-    class FakeTasks:
-        @staticmethod
-        def sweep():
-            return None
-
-    monkeypatch.setattr(
-        schedules.importlib,
-        "import_module",
-        lambda name, *a: FakeTasks if name == "workflows.tasks" else real(name, *a),
-    )
-    assert "workflows-sweep" in {s.name for s in schedules.schedule_specs()}
+    assert {spec.name for spec in schedules.schedule_specs()} >= {
+        "terra-drain",
+        "terra-reconcile",
+        "ingest-cleanup",
+        "ops-cleanup",
+        "workflows-sweep",
+        "workflows-gc",
+    }
+    for spec in schedules.schedule_specs():
+        assert callable(import_string(spec.func)), spec
 
 
 def test_drain_task_runs_the_default_drain_and_traces_it():
     pending = RawEventFactory(state=RawEventState.PENDING)
     RawEventFactory(state=RawEventState.PARKED, process_error="no_connection_for_terra_user")
-    summary = schedules.drain_task()
+    summary = tasks.drain_task()
     assert summary["ids"] == [pending.pk]
     run = TraceEvent.objects.get(event="drain_run")
     assert run.data["selected"] == 1 and run.data["source"] == "schedule"
@@ -92,7 +87,7 @@ def test_reconcile_task_backfills_every_active_connection_and_survives_one_failu
 
     for data_type in ("activity", "sleep", "daily", "body"):
         terra.on("GET", f"/v2/{data_type}", answer)
-    summary = schedules.reconcile_task()
+    summary = tasks.reconcile_task()
     assert summary == {"connections": 2, "requested": 4, "failed": 4, "days": 7}
     asked = {r.url.params["user_id"] for r in terra.requests}
     assert asked == {"t-ok", "t-bad"}
@@ -133,6 +128,7 @@ def test_cleanup_deletes_expired_keys_and_old_traces(settings):
     TraceEvent.objects.filter(pk=TraceEvent.objects.first().pk).update(
         created_at=now - timedelta(days=31)
     )
-    assert schedules.cleanup_task() == {"idempotency_keys": 1, "traces": 1}
+    assert tasks.cleanup_task() == {"traces": 1}
+    assert ops_tasks.cleanup() == {"idempotency_keys": 1}
     assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["live"]
     assert TraceEvent.objects.count() == 1

@@ -8,7 +8,7 @@ import hmac
 import pytest
 
 from ingest.models import RawEvent
-from ingest.signature import signature_verify
+from ingest.terra.signature import signature_verify
 from tests.conftest import load_fixture, sign
 
 NOW = 1_780_000_000

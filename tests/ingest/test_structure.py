@@ -2,6 +2,7 @@
 domain code never reaches up into the HTTP layer for its errors."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,23 @@ def test_ingest_and_labs_errors_render_as_their_status():
     assert RawEventNotFound("x").status == 404
     assert FileTooLarge("big", max_bytes=1).body()["max_bytes"] == 1
     assert FileTooLarge("big").status == 413
+
+
+SQL = re.compile(
+    r"INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+[a-z_\"]+\s+SET|SELECT\s.+\sFROM\s|ON\s+CONFLICT"
+    r"|SKIP\s+LOCKED|\.execute\(|\.raw\(",
+    re.IGNORECASE,
+)
+
+
+def test_sql_text_lives_only_in_the_store():
+    # Seen: 101 SQL literals in 17 modules, assembled by f-strings, a write with several roads.
+    offenders = []
+    for path in sorted((ROOT / "ingest").rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if "store" in parts or "migrations" in parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if SQL.search(line) and not line.lstrip().startswith("#"):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []

@@ -5,7 +5,7 @@ from datetime import date
 import pytest
 
 from ingest.models import DailySummary
-from ingest.upsert import upsert_keep_non_null
+from ingest.normalizers.rows import upsert_keep_non_null
 
 pytestmark = pytest.mark.django_db
 

@@ -203,12 +203,12 @@ def test_enqueue_failure_leaves_the_row_for_the_drain(
     [OperationalError("database is locked"), OperationalError("server closed the connection")],
 )
 def test_database_fault_is_503_with_retry_after(deliver, monkeypatch, error):
-    from ingest import deliveries
+    from ingest import recording
 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(deliveries, "_insert", fail)
+    monkeypatch.setattr(recording, "_record", fail)
     response = deliver(load_fixture("daily.json"))
     assert response.status_code == 503
     assert response["Retry-After"]
@@ -229,9 +229,9 @@ def test_signature_header_value_uses_first_character_exactly(client):
 
 
 def test_big_bodies_streamed_to_the_database_are_stored_whole_and_dedupe(deliver, monkeypatch):
-    from ingest import deliveries
+    from ingest.store import deliveries
 
-    monkeypatch.setattr(deliveries, "STREAM_ABOVE_BYTES", 64)  # PostgreSQL streams via COPY
+    monkeypatch.setattr(deliveries, "STAGE_ABOVE_BYTES", 64)  # PostgreSQL streams via COPY
     payload = load_fixture("sleep.json")
     payload["note"] = "é" * 500  # multi-byte UTF-8 across chunk boundaries
     raw = json.dumps(payload, ensure_ascii=False).encode()

@@ -157,25 +157,6 @@ def test_deliveries_share_one_queued_task_and_it_runs_the_consumer(deliver):
     assert outcomes.count() == 2
 
 
-def test_a_task_of_its_own_is_the_message_django_q_would_have_built(settings):
-    """With OpenTelemetry on, a delivery's statement queues a task of its own (its message
-    carries the webhook span): built by ingest.queue.orm_message, read by django-q2."""
-    from django_q.signing import SignedPackage
-
-    from ingest.queue import orm_message
-
-    key, payload, lock = orm_message(7)
-    task = SignedPackage.loads(payload)
-    assert task["func"] == "ingest.tasks.consume_raw_event"
-    assert task["args"] == (7,)
-    assert task["name"] == "consume-7"
-    assert task["save"] is False
-    assert set(task["kwargs"]) <= {"traceparent"}  # only with a recording span
-    assert len(task["id"]) == 32
-    assert key == settings.Q_CLUSTER["name"]
-    assert lock is not None
-
-
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_cut_while_idle_is_replaced_not_answered_503(deliver):
@@ -203,8 +184,8 @@ def test_a_connection_cut_while_idle_is_replaced_not_answered_503(deliver):
 def test_the_shortcut_paths_are_the_routed_ones():
     from django.urls import resolve
 
+    from ingest.urls import webhook_urlpatterns as urlpatterns
     from ingest.webhook import WEBHOOK_PATHS, terra_webhook
-    from ingest.webhook_urls import urlpatterns
 
     assert {f"/{pattern.pattern}" for pattern in urlpatterns} == WEBHOOK_PATHS
     for path in WEBHOOK_PATHS:
@@ -216,7 +197,7 @@ def test_the_shortcut_paths_are_the_routed_ones():
 def test_a_refused_delivery_leaves_no_watch_on_its_connection(deliver, settings):
     # Seen: work that ended with a refusal (401) stayed armed, so the watchdog shut the
     # connection down under a later request on the same thread.
-    from ingest import deadline
+    from ops import deadline
 
     settings.TERRA_WEBHOOK_DB_DEADLINE_SECONDS = 30
     assert deliver(load_fixture("daily.json"), secret="wrong").status_code == 401

@@ -10,6 +10,7 @@ from django.core.files.storage import default_storage
 from django.db import models
 
 from ingest import registry
+from ingest.actions import do_user_wipe
 from ingest.models import (
     Activity,
     DailySummary,
@@ -110,7 +111,7 @@ def test_wipe_leaves_no_row_of_the_user_anywhere_and_deletes_files(
     alice_pk = alice.pk
 
     with django_capture_on_commit_callbacks(execute=True):
-        counts = user_wipe(user=alice, actor="user:charlie")
+        counts = do_user_wipe(user=alice, actor="user:charlie")
 
     assert counts == {**preview, "stored_files": 1 if alice_upload else 0}
     assert counts["daily_summary"] == 1 and counts["raw_events"] == 3 + (1 if alice_upload else 0)
@@ -172,14 +173,14 @@ def test_a_failed_wipe_rolls_back_rows_and_keeps_files(alice, monkeypatch):
         UserTable("zz_keep", DailySummary, sync=False, stored_files=lambda row: ["custom/keep.bin"])
     )
     try:
-        import ingest.wipe as wipe
+        import ingest.actions as actions
 
         def boom(**kwargs):
             raise RuntimeError("audit down")
 
-        monkeypatch.setattr(wipe, "audit_log_write", boom)
+        monkeypatch.setattr(actions, "audit_log_write", boom)
         with pytest.raises(RuntimeError):
-            user_wipe(user=alice)
+            do_user_wipe(user=alice)
     finally:
         registry._user_tables.pop("zz_keep", None)
     assert DailySummary.objects.filter(user_id=alice_pk).exists()

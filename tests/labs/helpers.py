@@ -3,9 +3,11 @@
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import encode_multipart
 
+from tests.labs.samples import jpeg_plain, png_plain
+
 PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n"
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 32
-JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 32
+PNG = png_plain()  # real images without metadata: stored as they are
+JPEG = jpeg_plain()
 BOUNDARY = "labsTestBoundary"
 MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
 UPLOAD_URL = "/v1/labs/upload"

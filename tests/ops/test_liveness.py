@@ -7,7 +7,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from ops.liveness import CLUSTER, RUNNER, heartbeat_beat, heartbeat_remove
-from ops.models import WorkerHeartbeat
+from ops.models import ApiKey, WorkerHeartbeat
+from ops.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,8 @@ def _age(kind: str, pid: int, seconds: float) -> None:
 
 
 def _workers(client) -> list[dict]:
-    return client.get("/readyz?verbose=1").json()["workers"]
+    _, key = api_key_create(name=f"prom-{ApiKey.objects.count()}", scopes=["metrics:read"])
+    return client.get("/readyz?verbose=1", HTTP_X_ADMIN_KEY=key).json()["workers"]
 
 
 def test_a_beat_records_the_process_once_and_refreshes_it(client):

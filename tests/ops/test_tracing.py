@@ -143,10 +143,10 @@ def test_the_consumer_span_links_to_the_webhook_span_by_request_id(db, spans, de
     assert webhook.attributes["raw_event.id"] == response.json()["raw_event_id"]
     assert webhook.attributes["raw_event.type"] == "daily"
     assert webhook.attributes["http.response.status_code"] == 200
-    # The consumer runs the queue message as django-q2 would, in another "process".
+    # The consumer runs the queue message as django-q2 would, in another "process": the shared
+    # consume task the delivery joined; the row carries the webhook span it links to.
     message = OrmQ.objects.get()
-    assert message.kwargs()["traceparent"].startswith("00-")
-    ingest_tasks.consume_raw_event(*message.args(), **message.kwargs())
+    ingest_tasks.consume_pending(*message.args(), **message.kwargs())
     (consume,) = spans("ingest.consume")
     assert consume.attributes["request_id"] == "req-otel-1"
     assert consume.attributes["raw_event.id"] == webhook.attributes["raw_event.id"]
@@ -155,11 +155,11 @@ def test_the_consumer_span_links_to_the_webhook_span_by_request_id(db, spans, de
 
 
 @pytest.mark.postgres_only
-def test_outside_a_transaction_a_traced_delivery_is_stored_once_with_its_own_task(
+def test_outside_a_transaction_a_traced_delivery_takes_the_untraced_road_and_is_stored_once(
     transactional_db, spans, deliver
 ):
-    """The webhook's own path in production (autocommit, ops.pgwire): the row's id is drawn,
-    then the row, its traces and its own task carrying the span go in one statement."""
+    """The webhook's own path in production (autocommit): tracing changes what the row records
+    (the webhook span's traceparent), not how it is stored or queued."""
     from django_q.models import OrmQ
 
     from ingest.models import RawEvent, TraceEvent
@@ -170,11 +170,10 @@ def test_outside_a_transaction_a_traced_delivery_is_stored_once_with_its_own_tas
     assert again.json() == {"ok": True, "duplicate": True}
     (row,) = RawEvent.objects.all()
     assert row.pk == first.json()["raw_event_id"]
-    # Seen: the duplicate queued a task too, for the id it had drawn and never stored.
-    assert OrmQ.objects.count() == 1
-    message = OrmQ.objects.get()
-    assert message.args() == (row.pk,)
-    assert message.kwargs()["traceparent"].startswith("00-")
+    assert row.traceparent.startswith("00-")
+    # Seen: a duplicate queued a task too; one shared consume task is queued for the row.
+    (message,) = OrmQ.objects.all()
+    assert message.task["func"] == "ingest.tasks.consume_pending"
     events = TraceEvent.objects.filter(raw_event=row).values_list("event", flat=True)
     assert sorted(events) == ["queue_published", "webhook_received"]
 

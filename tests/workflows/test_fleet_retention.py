@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 
-from ingest import schedules
+from ops import schedules
 from ops.models import AuditLog
 from tests.workflows.test_http_support import READ
 from workflows import gc, tasks

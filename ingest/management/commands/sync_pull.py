@@ -6,70 +6,15 @@ so a re-run fetches only what changed since. A pull is one local transaction: an
 pull leaves the file as it was, and the next run starts over from the saved point.
 """
 
-import json
-import re
-import sqlite3
 import time
 
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
+from ingest.store.mirror import Mirror
+
 # Tests point this at the Django app (httpx.WSGITransport); None means the network.
 transport: httpx.BaseTransport | None = None
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-STATE_TABLE = "_sync_state"
-
-
-def _ident(name: str) -> str:
-    if not _IDENT.match(name):
-        raise CommandError(f"refusing unsafe table/column name from the server: {name!r}")
-    return f'"{name}"'
-
-
-def _value(v):
-    return json.dumps(v) if isinstance(v, dict | list) else v
-
-
-class Mirror:
-    """The local file: one table per server table keyed on id, plus a key/value state table."""
-
-    def __init__(self, path: str):
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (key TEXT PRIMARY KEY, value)")
-        self.columns: dict[str, set[str]] = {}
-
-    def get_state(self, key: str) -> str | None:
-        row = self.db.execute(f"SELECT value FROM {STATE_TABLE} WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def set_state(self, key: str, value: str) -> None:
-        self.db.execute(
-            f"INSERT INTO {STATE_TABLE} (key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def _ensure(self, table: str, names) -> None:
-        if table not in self.columns:
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS {_ident(table)} (id PRIMARY KEY)")
-            info = self.db.execute(f"PRAGMA table_info({_ident(table)})").fetchall()
-            self.columns[table] = {row[1] for row in info}
-        for name in names:
-            if name not in self.columns[table]:
-                self.db.execute(f"ALTER TABLE {_ident(table)} ADD COLUMN {_ident(name)}")
-                self.columns[table].add(name)
-
-    def upsert(self, table: str, rows: list[dict]) -> None:
-        names = sorted({k for row in rows for k in row})
-        self._ensure(table, names)
-        cols = ", ".join(_ident(n) for n in names)
-        updates = ", ".join(f"{_ident(n)} = excluded.{_ident(n)}" for n in names if n != "id")
-        sql = (
-            f"INSERT INTO {_ident(table)} ({cols}) VALUES ({', '.join('?' * len(names))}) "
-            f"ON CONFLICT(id) DO UPDATE SET {updates}"
-        )
-        self.db.executemany(sql, [[_value(row.get(n)) for n in names] for row in rows])
 
 
 class Command(BaseCommand):
@@ -95,30 +40,27 @@ class Command(BaseCommand):
         params: dict = {"limit": limit}
         if since:
             params["since"] = since
-        with httpx.Client(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(60.0, connect=10.0),
-            transport=transport,
-        ) as client:
-            mirror.db.execute("BEGIN")
-            try:
-                while True:
-                    body = self._get(client, params)
-                    pages += 1
-                    for table, table_rows in body["tables"].items():
-                        if table_rows:
-                            mirror.upsert(table, table_rows)
-                            rows += len(table_rows)
-                    if not body.get("next"):
-                        break
-                    params = {"limit": limit, "cursor": body["next"]}
-                mirror.set_state("since", body["server_time"])
-                mirror.set_state("url", url)
-                mirror.db.execute("COMMIT")
-            except BaseException:
-                mirror.db.execute("ROLLBACK")
-                raise
+        with (
+            httpx.Client(
+                base_url=url.rstrip("/"),
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=httpx.Timeout(60.0, connect=10.0),
+                transport=transport,
+            ) as client,
+            mirror.pull(),
+        ):
+            while True:
+                body = self._get(client, params)
+                pages += 1
+                for table, table_rows in body["tables"].items():
+                    if table_rows:
+                        mirror.upsert(table, table_rows)
+                        rows += len(table_rows)
+                if not body.get("next"):
+                    break
+                params = {"limit": limit, "cursor": body["next"]}
+            mirror.set_state("since", body["server_time"])
+            mirror.set_state("url", url)
         ms = (time.perf_counter() - began) * 1000
         self.stdout.write(
             f"pulled {rows} rows in {pages} page(s) in {ms:.0f} ms "

@@ -1,9 +1,10 @@
-"""`manage.py terra_drain [--inline]`: pick up stuck raw events (DESIGN §4 filters) and enqueue
+"""`manage.py terra_drain [--inline]`: pick up stuck raw events (the drain's filters) and enqueue
 them, or with --inline normalize them here and print counts per outcome."""
 
 from django.core.management.base import BaseCommand
 
-from ingest.drain import DRAIN_MAX_LIMIT, raw_events_drain
+from ingest.actions import do_raw_events_drain
+from ingest.drain import DRAIN_MAX_LIMIT
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, inline, limit, include_skipped, include_no_connection, **options):
-        result = raw_events_drain(
+        result = do_raw_events_drain(
             limit=limit,
             include_skipped=include_skipped,
             include_no_connection=include_no_connection,

@@ -3,7 +3,7 @@ Exits non-zero when any id is unknown (the ones found are still replayed)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ingest.replay import raw_events_replay
+from ingest.actions import do_raw_events_replay
 
 
 class Command(BaseCommand):
@@ -13,7 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("ids", nargs="+", type=int)
 
     def handle(self, *args, ids, **options):
-        count = raw_events_replay(ids=ids, actor="command:terra_replay")
+        count = do_raw_events_replay(ids=ids, actor="command:terra_replay")
         missing = len(set(ids)) - count
         self.stdout.write(f"replayed {count} raw event(s)")
         if missing:

@@ -2,9 +2,10 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ingest.actions import do_user_wipe
 from ingest.errors import UserNotFound
 from ingest.selectors import user_get
-from ingest.wipe import user_wipe, user_wipe_preview
+from ingest.wipe import user_wipe_preview
 
 
 class Command(BaseCommand):
@@ -30,5 +31,5 @@ class Command(BaseCommand):
             answer = input(f"Delete {username} and everything above? Type the username: ")
             if answer.strip() != username:
                 raise CommandError("aborted: nothing deleted")
-        counts = user_wipe(user=user, actor="command:wipe_user")
+        counts = do_user_wipe(user=user, actor="command:wipe_user")
         self.stdout.write(f"wiped {username}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))

@@ -10,8 +10,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from ingest.models import RawEvent, RawEventState, TraceEvent
-from ingest.schedules import DRAIN, RECONCILE
 from ingest.selectors import DLQ_STATES
+from ingest.tasks import DRAIN, RECONCILE
 
 CHART_W, CHART_H, PAD = 720, 160, 24
 

@@ -1,18 +1,7 @@
-"""Answer Terra in time when the database does not answer.
-
-A frozen or partitioned PostgreSQL accepts the TCP traffic (the kernel still ACKs) and never
-replies: neither statement_timeout (enforced by the frozen server) nor TCP keepalives fire, and
-a request waits until the client gives up. So the webhook's database work runs under a watchdog:
-one thread per process that, once a request's work has run for TERRA_WEBHOOK_DB_DEADLINE_SECONDS,
-shuts down that request's database socket. The driver's wait then ends with an error, the
-connection is dropped and the webhook answers 503 with Retry-After (Terra retries 5xx). The
-statement may still have reached the server and commit once it answers again; Terra's retry
-then meets the dedup constraint: nothing is lost, nothing is doubled.
-
-The work runs on the request's own thread and connection: arming the watchdog is a dictionary
-entry, where handing the work to a pool thread and back cost 0.12-0.17 ms of CPU per delivery
-(bench/README.md › Webhook). Connecting is bounded by DB_CONNECT_TIMEOUT on its own. PostgreSQL
-only: SQLite is a local file whose slow answers are its own lock timeout.
+"""A deadline for database work when the database may not answer at all (frozen, partitioned):
+a watchdog thread shuts down the socket of work past its deadline, so the driver's wait ends with
+an error instead of lasting until TCP gives up. PostgreSQL only; docs/ingest.md › A database that
+does not answer tells why and what it costs.
 """
 
 import itertools
@@ -22,7 +11,6 @@ import socket
 import threading
 import time
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 log = logging.getLogger(__name__)
@@ -96,9 +84,9 @@ def _shut_down(fd: int) -> None:
 _watchdog = _Watchdog()
 
 
-def within_deadline(fn, *args, **kwargs):
-    """fn(*args, **kwargs), the webhook's database work, or DatabaseDeadline once it has run
-    past TERRA_WEBHOOK_DB_DEADLINE_SECONDS (0: no watchdog, for tests whose database lives in
+def within_deadline(budget: float, fn, *args, **kwargs):
+    """fn(*args, **kwargs) — database work on this thread's connection — or DatabaseDeadline
+    once it has run past `budget` seconds (0: no watchdog, for tests whose database lives in
     their own transaction). On PostgreSQL, work that failed on a connection this thread opened
     earlier (the server restarted, an idle connection was cut) runs once more on a new one,
     within what is left of the deadline: what Django's per-request health check (a SELECT 1
@@ -109,20 +97,68 @@ def within_deadline(fn, *args, **kwargs):
     # timeout, not a server that went away, and a 503 would only make the demo retry.
     if connection.vendor != "postgresql":
         return fn(*args, **kwargs)
-    budget = float(getattr(settings, "TERRA_WEBHOOK_DB_DEADLINE_SECONDS", 0) or 0)
+    budget = float(budget or 0)
+    if budget > 0:
+        budget = _breaker.budget(budget)  # raises DatabaseDeadline at once while it is open
     started = time.monotonic()
     reused = connection.connection is not None and not connection.in_atomic_block
+    try:
+        answer = _first_or_again(budget, started, reused, fn, args, kwargs)
+    except (OperationalError, InterfaceError, DatabaseDeadline):
+        if budget > 0:
+            _breaker.failed()
+        raise
+    _breaker.answered()
+    return answer
+
+
+def _first_or_again(budget: float, started: float, reused: bool, fn, args, kwargs):
     try:
         return _watched(budget, fn, args, kwargs)
     except (OperationalError, InterfaceError):
         if not reused:
             raise
-        log.info("webhook: the database connection failed; retrying on a new one")
+        log.info("the database connection failed; retrying on a new one")
         _drop_connection()
         left = budget - (time.monotonic() - started) if budget > 0 else 0
         if budget > 0 and left <= 0:
             raise DatabaseDeadline from None
         return _watched(left, fn, args, kwargs)
+
+
+class _Breaker:
+    """Once the database failed to answer in time, the deadline holds for every request queued
+    behind that one too: for OPEN_SECONDS (renewed by each failure) this process answers at
+    once, but for one probe a second that gets PROBE_SECONDS; an answer closes it. Without it,
+    ten requests queued on three sync workers each waited out a full deadline in turn (up to
+    12 s, past Terra's ~8 s)."""
+
+    OPEN_SECONDS = 30.0
+    PROBE_SECONDS = 1.0
+    PROBE_EVERY = 1.0
+
+    def __init__(self):
+        self.open_until = 0.0
+        self.probed_at = 0.0
+
+    def budget(self, budget: float) -> float:
+        now = time.monotonic()
+        if now >= self.open_until:
+            return budget
+        if now - self.probed_at < self.PROBE_EVERY:
+            raise DatabaseDeadline("the database did not answer a moment ago")
+        self.probed_at = now
+        return min(budget, self.PROBE_SECONDS)
+
+    def failed(self) -> None:
+        now = time.monotonic()
+        self.open_until, self.probed_at = now + self.OPEN_SECONDS, now
+
+    def answered(self) -> None:
+        self.open_until = 0.0
+
+
+_breaker = _Breaker()
 
 
 def _watched(seconds: float, fn, args, kwargs):

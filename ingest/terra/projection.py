@@ -1,32 +1,15 @@
-"""A big delivery parsed as a stream, keeping only the fields its normalizer reads.
-
-json.loads turns a 40 MB delivery of heart-rate samples into ~330 MiB of Python objects, though
-the normalizer reads a dozen numbers per item (issue 10 §6). Here the body goes through ijson's
-event stream (the C yajl2 backend) instead: inside the items of the top-level `data` list only
-the paths the normalizer declared (ingest.registry: register(…, reads=…)) become objects; the
-rest is skipped as it streams by. Everything outside `data` (type, user, version) is kept whole.
-
-Paths are dotted, relative to one data item:
-- `metadata`: that key's whole value;
-- `heart_rate_data.summary.avg_hr_bpm`: one field inside nested objects;
-- `measurements_data.measurements[].weight_kg`: `[]` reads a list item by item;
-- `glucose_data.blood_glucose_samples.#count`: only the list's length matters (a list of that
-  many None).
-A value where the path expects another kind reads as an empty one of the expected kind (a list
-where an object was read: []; an object where a list was read: {}); the normalizers' readers
-treat both alike (dig() is None, as_dict() is {}), so the rows they write do not change.
-Scalars are kept as they are wherever they sit on a read path.
-
-Numbers follow ingest.payload: floats, or the number's text when it is beyond float range
-(1e400, spelled as Decimal writes it: "1E+400"). Any parse error is a ValueError; the consumer
-then parses the body whole, so what is unparseable is classified as before.
-"""
+"""A big delivery parsed as a stream, keeping only the fields its normalizer reads (the paths it
+declared with register(…, reads=…); docs/ingest.md › Big deliveries gives their syntax). Numbers
+follow ingest.terra.payload; any parse error is a ValueError, and the consumer then parses the
+body whole."""
 
 import math
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
 import ijson
+
+from ingest.terra.payload import safe_text
 
 
 class _Marker:
@@ -129,6 +112,8 @@ def _scalar(event: str, value):
     if event == "number" and isinstance(value, Decimal):
         number = float(value)
         return number if math.isfinite(number) else str(value)
+    if event in ("string", "map_key"):
+        return safe_text(value)
     return value
 
 
@@ -189,7 +174,7 @@ def _object(events: Iterator, node: dict) -> dict:
             if event_value[0] in _OPENERS:
                 _skip(events)
             continue
-        kept[value] = _value(events, *event_value, child)
+        kept[safe_text(value)] = _value(events, *event_value, child)
     raise ValueError("incomplete JSON")
 
 

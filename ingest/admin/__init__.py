@@ -1,7 +1,7 @@
 """The ingest console: raw events (with the DLQ as a triage filter), connections, traces and
 imports. Lists are read-only; actions act only on rows whose state allows it, go through a
 confirmation page, call the same services as the API, and say how many rows they touched.
-Custom pages (drain, backfill, user overview and wipe) live in ingest.admin_pages."""
+Custom pages (drain, backfill, user overview and wipe) live in ingest.admin.pages."""
 
 import json
 
@@ -11,8 +11,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from ingest import admin_pages
-from ingest.admin_filters import (
+from ingest.actions import SKIPPABLE_STATES, do_raw_events_mark_skipped, do_raw_events_replay
+from ingest.admin import pages as admin_pages
+from ingest.admin.filters import (
     EventTypeFilter,
     ProviderFilter,
     ReceivedFilter,
@@ -21,8 +22,6 @@ from ingest.admin_filters import (
 )
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
-from ingest.replay import raw_events_replay
-from ingest.triage import SKIPPABLE_STATES, raw_events_mark_skipped
 from ops.console import ReadOnlyAdmin, is_confirmed
 
 STATE_COLOURS = {
@@ -201,7 +200,7 @@ class RawEventAdmin(ReadOnlyAdmin):
     def replay_selected(self, request, queryset):
         if is_confirmed(request):
             rows = list(queryset)
-            count = raw_events_replay(ids=[r.pk for r in rows], request=request)
+            count = do_raw_events_replay(ids=[r.pk for r in rows], request=request)
             self.report(request, f"Replayed {count} raw event(s).", objects=rows)
             return None
         return admin_pages.raw_events_confirmation(
@@ -218,7 +217,7 @@ class RawEventAdmin(ReadOnlyAdmin):
         form = admin_pages.SkipReasonForm(request.POST if is_confirmed(request) else None)
         if form.is_valid():
             rows = list(eligible)
-            count = raw_events_mark_skipped(
+            count = do_raw_events_mark_skipped(
                 ids=[r.pk for r in rows], reason=form.cleaned_data["reason"], request=request
             )
             self.report(

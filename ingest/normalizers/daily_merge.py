@@ -1,32 +1,16 @@
 """Merging `daily_summary`, the one row per (user, source, date) that daily and sleep events both
-feed, so that the row depends only on what arrived, never on the order it arrived in.
-
-Rules (DESIGN §4; written out in README › Ingest rules and docs/ingest.md):
-- Daily columns: each column holds the value of the newest daily delivery (by ordering time,
-  RawEvent.ordered_at) that carried a value for it. A null never erases; an older delivery
-  arriving late changes nothing the newer one wrote. Each value's ordering time is kept per
-  column in `feeds["daily"]`, so the outcome is the same for every arrival order.
-- Sleep columns: all taken from one chosen session among the non-nap sleep sessions waking on
-  that date: the longest (end − start), then the most minutes asleep, then the greatest
-  record_key. They are recomputed from sleep_sessions whenever one of those sessions changes,
-  so they never mix two nights (stage percentages from one session only).
-- Columns fed by both: PRECEDENCE names, per column, which feeder's value wins; the other one
-  fills in when the first has none.
-
-Both writers lock the row (SELECT … FOR UPDATE on PostgreSQL; SQLite transactions here are
-IMMEDIATE, so they are serialized already) and write it with one UPDATE.
-"""
+feed, so that the row depends only on what arrived, never on the order it arrived in: newest
+daily value per column, sleep columns from one chosen session, PRECEDENCE for the columns both
+feed (docs/ingest.md › The daily merge)."""
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from functools import lru_cache
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from ingest.models import DailySummary, SleepSession
-from ingest.sqlrows import model_columns, model_rows, value_prepper
-from ingest.upsert import values_fit
+from ingest.normalizers.rows import values_fit
+from ingest.store import rows as store
 
 DAILY = "daily"
 SLEEP = "sleep"
@@ -82,56 +66,16 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@lru_cache(maxsize=4)
-def _sql(vendor: str) -> tuple[str, str, str]:
-    """(locking SELECT of one day's row, INSERT … ON CONFLICT DO NOTHING RETURNING it, SELECT
-    of the day's non-nap sessions), plain SQL built once: they run for every daily and sleep
-    item, where the ORM's query building cost more than the statements."""
-    q = connection.ops.quote_name
-    fields = [f for f in DailySummary._meta.concrete_fields if not f.primary_key]
-    every = model_columns(DailySummary)
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    select = (
-        f"SELECT {every} FROM daily_summary "
-        f"WHERE user_id = %s AND source = %s AND {q('date')} = %s{lock}"
-    )
-    insert = (
-        f"INSERT INTO daily_summary ({', '.join(q(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT DO NOTHING RETURNING {every}"
-    )
-    # Without `raw` (a whole Terra item each: decoding it is most of the query's cost).
-    sessions = (
-        f"SELECT {model_columns(SleepSession, exclude=_NO_RAW)} FROM sleep_sessions "
-        "WHERE user_id = %s AND source = %s AND wake_date = %s "
-        "AND (is_nap IS NULL OR NOT is_nap)"
-    )
-    return select, insert, sessions
-
-
-_NO_RAW = frozenset({"raw"})
-
-
-@lru_cache(maxsize=1)
-def _insert_preppers() -> list:
-    fields = [f for f in DailySummary._meta.concrete_fields if not f.primary_key]
-    return [(f, value_prepper(f)) for f in fields]
-
-
 def _locked(user_id: int, source: str, day: date, *, create: bool) -> DailySummary | None:
     """The day's row, locked until the transaction ends (created empty if missing and
     `create`): a row this transaction inserted is invisible, hence as good as locked, until it
     commits; a concurrent insert of the same day waits for ours and then finds it."""
-    select, insert, _ = _sql(connection.vendor)
-    key = [user_id, source, connection.ops.adapt_datefield_value(day)]
-    found = model_rows(DailySummary, select, key)
-    if not found and create:
-        blank = DailySummary(user_id=user_id, source=source, date=day)
-        db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: no proxy lookup per value
-        params = [prep(getattr(blank, f.attname), db) for f, prep in _insert_preppers()]
-        found = model_rows(DailySummary, insert, params)
-        if not found:  # another transaction inserted it first: wait for it, lock it
-            found = model_rows(DailySummary, select, key)
-    return found[0] if found else None
+    found = store.daily_locked(user_id, source, day)
+    if found is None and create:
+        found = store.daily_insert_blank(user_id, source, day)
+        if found is None:  # another transaction inserted it first: wait for it, lock it
+            found = store.daily_locked(user_id, source, day)
+    return found
 
 
 def _shared(row: DailySummary, feeds: dict) -> dict:
@@ -154,11 +98,7 @@ def _save(row: DailySummary, values: dict, feeds: dict) -> bool:
     if not changes:
         return False
     changes["updated_at"] = timezone.now()
-    fields = [DailySummary._meta.get_field(name) for name in changes]
-    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-    params = [f.get_db_prep_save(changes[f.name], connection) for f in fields]
-    with connection.cursor() as cursor:  # plain SQL: the ORM's update() cost more than it
-        cursor.execute(f"UPDATE daily_summary SET {assignments} WHERE id = %s", [*params, row.pk])
+    store.daily_update(row.pk, changes)
     return True
 
 
@@ -235,12 +175,7 @@ def sleep_merge(*, user_id: int, source: str, day: date, create: bool = True) ->
     row = _locked(user_id, source, day, create=create)
     if row is None:
         return False
-    sessions = model_rows(
-        SleepSession,
-        _sql(connection.vendor)[2],
-        [user_id, source, connection.ops.adapt_datefield_value(day)],
-        exclude=_NO_RAW,
-    )
+    sessions = store.sleep_sessions_waking(user_id, source, day)
     chosen = max(sessions, key=_longest, default=None)
     feeds = {feeder: dict(entries) for feeder, entries in row.feeds.items()}
     feeds[SLEEP] = {name: getattr(chosen, name) for name in SLEEP_SHARED} if chosen else {}

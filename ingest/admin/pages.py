@@ -10,14 +10,17 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.timesince import timesince
 
-from ingest.connections import connection_backfill_request
+from ingest.actions import (
+    do_connection_backfill,
+    do_raw_events_drain,
+    do_raw_events_replay,
+    do_user_wipe,
+)
 from ingest.drain import DRAIN_MAX_LIMIT, drain_candidates
 from ingest.imports import import_job_refresh, import_job_summary
 from ingest.models import RawEvent, TerraConnection
-from ingest.replay import raw_events_replay
 from ingest.selectors import user_overview
-from ingest.triage import raw_events_drain_request
-from ingest.wipe import user_wipe, user_wipe_preview
+from ingest.wipe import user_wipe_preview
 from ops.console import PREVIEW_ROWS, confirmation_page, console_report, is_confirmed
 from ops.errors import ApiError
 
@@ -71,7 +74,7 @@ def replay_one_view(request, raw_event_id: int):
         raise PermissionDenied
     row = get_object_or_404(RawEvent, pk=raw_event_id)
     if is_confirmed(request):
-        count = raw_events_replay(ids=[row.pk], request=request)
+        count = do_raw_events_replay(ids=[row.pk], request=request)
         console_report(request, f"Replayed {count} raw event(s) (#{row.pk}).", objects=[row])
         return redirect("admin:ingest_rawevent_change", row.pk)
     return raw_events_confirmation(
@@ -100,7 +103,7 @@ def drain_view(request):
         raise PermissionDenied
     form = DrainForm(request.POST if is_confirmed(request) else None)
     if form.is_valid():
-        result = raw_events_drain_request(**form.cleaned_data, request=request)
+        result = do_raw_events_drain(**form.cleaned_data, request=request).as_dict()
         console_report(
             request,
             f"Drain picked {result['selected']} raw event(s) and enqueued {result['enqueued']}.",
@@ -138,7 +141,7 @@ def backfill_view(request, connection_id: int):
     connection = get_object_or_404(TerraConnection.objects.select_related("user"), pk=connection_id)
     form = BackfillForm(request.POST if is_confirmed(request) else None)
     if form.is_valid():
-        outcomes = connection_backfill_request(
+        outcomes = do_connection_backfill(
             connection=connection, days=form.cleaned_data["days"], request=request
         )
         failed = sum(1 for o in outcomes if o["status"] != "requested")
@@ -241,7 +244,7 @@ def user_wipe_view(request, username: str):
         return _unknown_user(request, username)
     form = WipeConfirmForm(request.POST if is_confirmed(request) else None, username=username)
     if form.is_valid():
-        counts = user_wipe(user=user, request=request)
+        counts = do_user_wipe(user=user, request=request)
         rows, detail = _wipe_summary(counts)
         console_report(
             request,

@@ -6,9 +6,10 @@ from datetime import timedelta
 from django.contrib import admin
 from django.utils import timezone
 
+from ingest.decisions import NO_CONNECTION
 from ingest.models import RawEventState, TerraConnection
 from ingest.registry import registered_types
-from ingest.selectors import DLQ_STATES, NO_CONNECTION_ERROR, UNMAPPABLE, parse_age
+from ingest.selectors import DLQ_STATES, UNMAPPABLE, parse_age
 
 
 class TriageFilter(admin.SimpleListFilter):
@@ -29,7 +30,7 @@ class TriageFilter(admin.SimpleListFilter):
         if self.value() == "unfinished":
             return queryset.filter(state__in=(RawEventState.PENDING, *DLQ_STATES))
         if self.value() == "no_connection":
-            return queryset.filter(state=RawEventState.PARKED, process_error=NO_CONNECTION_ERROR)
+            return queryset.filter(state=RawEventState.PARKED, process_error=NO_CONNECTION)
         if self.value() == "unmappable":
             return queryset.filter(UNMAPPABLE)
         return queryset

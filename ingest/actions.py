@@ -1,0 +1,140 @@
+"""Operator actions on ingest, one function per state change: each calls the service, writes the
+audit row (in the change's transaction where there is one) and says what it did. The console,
+the operator API and the management commands all come through here; services never audit."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from ingest import connections, drain, replay, wipe
+from ingest.models import RawEvent, RawEventState, TerraConnection
+from ingest.traces import trace_write
+from ops.services import SYSTEM_ACTOR, audit_log_write
+
+log = logging.getLogger(__name__)
+
+# Rows an operator may acknowledge by hand: anything not finished.
+SKIPPABLE_STATES = (
+    RawEventState.PENDING,
+    RawEventState.PARKED,
+    RawEventState.RETRYING,
+    RawEventState.DEAD,
+)
+
+
+def do_raw_events_replay(*, ids: list[int], request=None, actor: str | None = None) -> int:
+    """Re-run rows whatever their state; returns how many exist."""
+    ids = sorted({int(i) for i in ids})
+    with transaction.atomic():
+        found = replay.raw_events_replay(ids=ids)
+        audit_log_write(
+            action="raw_events.replay",
+            resource=f"raw_events:{','.join(map(str, found[:50]))}",
+            request=request,
+            actor=actor,
+            metadata={"requested": len(ids), "replayed": len(found), "ids": found[:500]},
+        )
+    return len(found)
+
+
+def do_raw_events_drain(
+    *,
+    limit: int = 50,
+    include_skipped: bool = False,
+    include_no_connection: bool = False,
+    inline: bool = False,
+    request=None,
+    actor: str | None = None,
+) -> drain.DrainResult:
+    """An operator's drain (API, console, command): the drain, its audit row and a drain_run
+    trace the dashboard reads as "last drain"."""
+    result = drain.raw_events_drain(
+        limit=limit,
+        include_skipped=include_skipped,
+        include_no_connection=include_no_connection,
+        inline=inline,
+    )
+    summary = result.as_dict()
+    audit_log_write(
+        action="raw_events.drain",
+        resource="raw_events",
+        request=request,
+        actor=actor or (None if request is not None else SYSTEM_ACTOR),
+        metadata={
+            "limit": result.limit,
+            "include_skipped": include_skipped,
+            "include_no_connection": include_no_connection,
+            **summary,
+            "ids": result.ids[:500],
+        },
+    )
+    trace_write(
+        "drain_run", data={k: v for k, v in summary.items() if k != "ids"} | {"source": "operator"}
+    )
+    return result
+
+
+def do_raw_events_mark_skipped(
+    *, ids: list[int], reason: str, request=None, actor: str | None = None
+) -> int:
+    """Acknowledge unfinished rows without storing them: state skipped, process_error
+    `skipped:manual:<reason>`. Finished rows are left as they are; returns how many changed."""
+    reason = " ".join(reason.split())[:200] or "operator"
+    now = timezone.now()
+    with transaction.atomic():
+        # Compare-and-set on state: a consumer finishing a row meanwhile wins.
+        changed_ids = list(
+            RawEvent.objects.filter(pk__in=ids, state__in=SKIPPABLE_STATES).values_list(
+                "id", flat=True
+            )
+        )
+        changed = RawEvent.objects.filter(pk__in=changed_ids, state__in=SKIPPABLE_STATES).update(
+            state=RawEventState.SKIPPED,
+            processed_at=now,
+            process_error=f"skipped:manual:{reason}",
+            next_attempt_at=None,
+        )
+        audit_log_write(
+            action="raw_events.mark_skipped",
+            resource="raw_events:" + ",".join(str(i) for i in changed_ids[:50]),
+            request=request,
+            actor=actor,
+            metadata={"requested": len(ids), "changed": changed, "reason": reason},
+        )
+    for raw_event_id in changed_ids:
+        trace_write("skipped", raw_event_id=raw_event_id, data={"manual": True, "reason": reason})
+    return changed
+
+
+def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]:
+    """Delete all of `user`'s data and the user; returns rows deleted per table. The audit row
+    holds counts, never values."""
+    username, user_pk = user.username, user.pk
+    with transaction.atomic():
+        counts = wipe.user_wipe(user=user)
+        audit_log_write(
+            action="user.wipe",
+            resource=f"user:{username}",
+            request=request,
+            actor=actor,
+            metadata={"user_id": user_pk, "counts": counts},
+        )
+    return counts
+
+
+def do_connection_backfill(
+    *, connection: TerraConnection, days: int, request=None, actor: str | None = None
+) -> list[dict]:
+    """Ask Terra to re-send `days` days of one connection's data; audited with each outcome."""
+    outcomes = connections.connection_backfill(connection=connection, days=days)
+    failed = sum(1 for o in outcomes if o["status"] != "requested")
+    audit_log_write(
+        action="terra_connection.backfill",
+        resource=f"terra_connection:{connection.pk}",
+        result="ok" if not failed else f"partial:{failed}_failed",
+        request=request,
+        actor=actor,
+        metadata={"days": days, "terra_user_id": connection.terra_user_id, "outcomes": outcomes},
+    )
+    return outcomes
