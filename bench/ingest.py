@@ -234,7 +234,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 def bodies(n: int, salt: str) -> list[bytes]:
     """n distinct realistic deliveries (daily/sleep/activity for USERS users over past days)."""
-    from ingest import demo_payloads
+    from demo import payloads as demo_payloads
 
     kinds = ("daily", "sleep", "activity")
     out = []
@@ -429,7 +429,7 @@ def gunicorn_worker_pid(master: int) -> int:
 def big_body(target: int) -> bytes:
     """A daily delivery padded with heart-rate samples to `target` bytes, where Terra puts them
     (data[].heart_rate_data.detailed.hr_samples: its large payloads are dense sample streams)."""
-    from ingest import demo_payloads
+    from demo import payloads as demo_payloads
 
     payload = demo_payloads.daily_payload("bench0", date(2026, 6, 1))
     payload["data"][0]["heart_rate_data"]["detailed"] = {"hr_samples": ["SAMPLES"]}

@@ -885,7 +885,7 @@ def makerun_database() -> str:
     return urlsplit(db_url()).path.lstrip("/") + "_makerun"
 
 
-MAKERUN_MODULES = "workflows.examples,tests.workflows.sample_workflows"
+MAKERUN_MODULES = "demo.examples,tests.workflows.sample_workflows"
 MAKERUN_KINDS = {
     "sleep": ("wake-sleep", "sleep"),
     "retry": ("wake-retry", "retry"),

@@ -182,6 +182,9 @@ INSTALLED_APPS = [
     "graphs",
     "ingest",
     "labs",
+    # Always installed, also with a real Terra key: it has no models, URLs or admin, installs its
+    # simulator only in demo mode, and its commands (rundemo, terra_simulate) stay available.
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -319,7 +322,7 @@ TRACE_RETENTION_DAYS = env_int("TRACE_RETENTION_DAYS", 30)
 # --- Workflows ------------------------------------------------------------------------------
 # Demo mode (no Terra key) also loads the example workflow `make run` starts, so every process
 # of the demo — web, cluster, `manage.py workflows` in another terminal — knows it.
-WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "workflows.examples" if TERRA_DEMO_MODE else "")
+WORKFLOWS_MODULES = env_list("WORKFLOWS_MODULES", "demo.examples" if TERRA_DEMO_MODE else "")
 WORKFLOWS_LEASE_SECONDS = env_int("WORKFLOWS_LEASE_SECONDS", 30)
 # Claims in a row that end without progress (the runner died: OOM kill, segfault) before the
 # next claim errors the instance with MaxRecoveryAttemptsExceeded (docs/workflows/faults.md).
@@ -346,6 +349,11 @@ GRAPHS_HTTP_SECRETS = {
     for key, value in os.environ.items()
     if key.startswith("GRAPHS_SECRET_")
 }
+
+# --- Demo (`make run`) ----------------------------------------------------------------------
+# The terminal shows the banner and little else: rundemo runs its processes at LOG_LEVEL WARNING
+# and gunicorn without access log, unless this is on (or LOG_LEVEL is set).
+DEMO_VERBOSE = env_bool("DEMO_VERBOSE", False)
 
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")

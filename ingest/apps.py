@@ -1,7 +1,6 @@
 """ingest's app: registers its normalizers, user tables, due poller, gauges and schedules."""
 
 from django.apps import AppConfig
-from django.conf import settings
 
 
 class IngestConfig(AppConfig):
@@ -30,12 +29,6 @@ class IngestConfig(AppConfig):
 
         scrape_register("ingest", ingest_gauges)
         _register_schedules()
-        if settings.TERRA_DEMO_MODE:
-            # Demo mode's pings point at the simulator's bucket, served in process.
-            from ingest.normalizers.s3_payload import set_simulated_bucket
-            from ingest.simulator import PING_HOST, simulator_transport
-
-            set_simulated_bucket(PING_HOST, simulator_transport())
 
 
 def _register_schedules() -> None:

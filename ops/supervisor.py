@@ -51,7 +51,11 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, "-m", "config.manage", *args]
 
 
-def gunicorn(sock: socket.socket, *, workers: int, extra: tuple[str, ...] = ()) -> list[str]:
+def gunicorn(
+    sock: socket.socket, *, workers: int, extra: tuple[str, ...] = (), quiet: bool = False
+) -> list[str]:
+    """gunicorn's argv; `quiet`: no access log, warnings and errors only (`make run`)."""
+    logs = ("--log-level", "warning") if quiet else ("--access-logfile", "-")
     return [
         sys.executable,
         "-m",
@@ -61,8 +65,7 @@ def gunicorn(sock: socket.socket, *, workers: int, extra: tuple[str, ...] = ()) 
         f"fd://{sock.fileno()}",
         "--workers",
         str(workers),
-        "--access-logfile",
-        "-",
+        *logs,
         "--config",
         "python:config.gunicorn_conf",
         *extra,

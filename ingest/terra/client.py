@@ -1,5 +1,5 @@
-"""Small Terra API client on httpx. In demo mode (no TERRA_API_KEY) it talks to the built-in
-simulator through an httpx transport, so the code path is the same as in production."""
+"""Small Terra API client on httpx. In demo mode (no TERRA_API_KEY) the demo app installs its
+simulator with set_transport, so the code path is the same as in production."""
 
 import logging
 import time
@@ -48,13 +48,7 @@ def set_transport(transport: httpx.BaseTransport | None) -> None:
 
 
 def _transport() -> httpx.BaseTransport | None:
-    if _transport_override is not None:
-        return _transport_override
-    if settings.TERRA_DEMO_MODE:
-        from ingest.simulator import simulator_transport
-
-        return simulator_transport()
-    return None
+    return _transport_override
 
 
 class TerraClient:

@@ -9,7 +9,7 @@ from datetime import date
 
 import pytest
 
-from ingest import demo_payloads
+from demo import payloads as demo_payloads
 from ingest.consumer import raw_event_consume, raw_events_consume_pending
 from ingest.models import Activity, DailySummary, RawEvent, RawEventState, SleepSession, TraceEvent
 from ingest.normalizers.daily import DAILY_READS

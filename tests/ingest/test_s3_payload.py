@@ -6,17 +6,14 @@ why. Terra's bucket is mocked at the HTTP boundary (httpx.MockTransport)."""
 import hashlib
 import json
 from datetime import timedelta
-from io import StringIO
 
 import httpx
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from ingest.consumer import raw_event_consume
-from ingest.models import Activity, DownloadSlot, RawEvent, RawEventState, TerraConnection
+from ingest.models import Activity, DownloadSlot, RawEvent, RawEventState
 from ingest.normalizers import s3_payload
-from tests.ingest.test_simulator import in_process_http  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -160,40 +157,6 @@ def test_a_ping_that_points_at_a_ping_is_not_followed(post, bucket):
     row = consume_ping(post, ping())
     row.refresh_from_db()
     assert row.process_error == "skipped:unmappable:s3_payload_nested"
-
-
-def test_terra_simulate_can_send_ping_mode(
-    in_process_http,  # noqa: F811
-    sync_queue,
-    django_capture_on_commit_callbacks,
-    terra,
-    settings,
-):
-    settings.TERRA_DEMO_MODE = True
-    out = StringIO()
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command(
-            "terra_simulate",
-            "--url",
-            "http://testserver/webhook/terra",
-            "--user",
-            "dora",
-            "--days",
-            "1",
-            "--ping",
-            stdout=out,
-        )
-    assert "sent 5 deliveries" in out.getvalue()
-    pings = RawEvent.objects.filter(event_type="s3_payload")
-    assert pings.count() == 4
-    assert {p.process_error.rsplit(":", 1)[0] for p in pings} == {"skipped:s3_payload:fetched"}
-    fetched = set(
-        RawEvent.objects.exclude(event_type__in=["s3_payload", "auth"]).values_list(
-            "event_type", "state"
-        )
-    )
-    assert fetched == {(t, RawEventState.PROCESSED) for t in ("daily", "sleep", "activity", "body")}
-    assert TerraConnection.objects.get().user.username == "dora"
 
 
 def test_a_download_from_a_bucket_that_trickles_ends_at_its_deadline_and_is_retried(

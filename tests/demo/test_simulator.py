@@ -12,8 +12,9 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.utils import timezone
 
-from ingest import demo_payloads, simulator
-from ingest.management.commands import terra_simulate
+from demo import payloads as demo_payloads
+from demo import simulator
+from demo.management.commands import terra_simulate
 from ingest.models import (
     Activity,
     DailySummary,
@@ -22,6 +23,7 @@ from ingest.models import (
     SleepSession,
     TerraConnection,
 )
+from ingest.normalizers import s3_payload
 from ingest.terra import client as terra_client
 from ingest.terra.signature import signature_verify
 from tests.factories import TerraConnectionFactory
@@ -191,3 +193,44 @@ def test_terra_simulate_posts_an_auth_and_n_days(
         "ok": True,
         "duplicate": True,
     }
+
+
+@pytest.fixture
+def simulated_bucket():
+    """The simulator's payload bucket, as the demo app's ready() installs it in demo mode."""
+    s3_payload.set_simulated_bucket(simulator.PING_HOST, simulator.simulator_transport())
+    yield
+    s3_payload.set_simulated_bucket(None)
+
+
+def test_terra_simulate_can_send_ping_mode(
+    in_process_http,
+    sync_queue,
+    django_capture_on_commit_callbacks,
+    terra,
+    simulated_bucket,
+):
+    out = StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command(
+            "terra_simulate",
+            "--url",
+            "http://testserver/webhook/terra",
+            "--user",
+            "dora",
+            "--days",
+            "1",
+            "--ping",
+            stdout=out,
+        )
+    assert "sent 5 deliveries" in out.getvalue()
+    pings = RawEvent.objects.filter(event_type="s3_payload")
+    assert pings.count() == 4
+    assert {p.process_error.rsplit(":", 1)[0] for p in pings} == {"skipped:s3_payload:fetched"}
+    fetched = set(
+        RawEvent.objects.exclude(event_type__in=["s3_payload", "auth"]).values_list(
+            "event_type", "state"
+        )
+    )
+    assert fetched == {(t, RawEventState.PROCESSED) for t in ("daily", "sleep", "activity", "body")}
+    assert TerraConnection.objects.get().user.username == "dora"

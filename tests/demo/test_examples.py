@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-import workflows.examples  # noqa: F401  (registers demo-onboarding)
+import demo.examples  # noqa: F401  (registers demo-onboarding)
 from workflows.testing import WorkflowHarness
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +38,7 @@ def test_demo_onboarding_keeps_the_default_goal_when_nobody_confirms(harness):
 def test_the_banners_send_event_still_works_ten_minutes_later(harness):
     # Seen: demo-1 stopped waiting after 2 minutes, so the command the banner printed failed
     # for anyone who read the banner, opened the console, and came back to the terminal.
-    from ingest.management.commands.rundemo import BANNER_INSTANCE, BANNER_WAIT, DEMO_USER
+    from demo.management.commands.rundemo import BANNER_INSTANCE, BANNER_WAIT, DEMO_USER
 
     params = {"user": DEMO_USER, "confirm_within": BANNER_WAIT}
     harness.create("demo-onboarding", id=BANNER_INSTANCE, params=params)

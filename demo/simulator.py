@@ -26,7 +26,7 @@ import httpx
 from django.conf import settings
 from django.utils import timezone
 
-from ingest import demo_payloads
+from demo import payloads as demo_payloads
 from ingest.terra.signature import signature_header_value
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,11 @@ def _backfill(request: httpx.Request, data_type: str) -> httpx.Response:
     if not terra_user_id:
         return httpx.Response(400, json={"status": "error", "message": "user_id is required"})
     reference_id, provider = _reference_for(terra_user_id)
-    days = _days(request)
+    days, now = _days(request), timezone.now()
+    # Like Terra, today's data is what the wearable has synced so far (a daily's totals to now).
     payloads = [
         demo_payloads.data_payload(
-            data_type, reference_id, day, provider=provider, terra_user_id=terra_user_id
+            data_type, reference_id, day, as_of=now, provider=provider, terra_user_id=terra_user_id
         )
         for day in days
     ]
@@ -176,7 +177,7 @@ def _lab_report(request: httpx.Request) -> httpx.Response:
 
 
 # The simulator's stand-in for Terra's payload bucket (ingest.normalizers.s3_payload fetches it
-# through simulator_transport in demo mode, without a DNS lookup).
+# through the transport `install` gives it, without a DNS lookup).
 PING_HOST = "terra-payload-simulator.s3.amazonaws.com"
 PING_EXPIRES_SECONDS = 300
 _PING_NAME = re.compile(r"^/payloads/([0-9a-f]{32})\.json$")
@@ -227,3 +228,14 @@ def simulator_handler(request: httpx.Request) -> httpx.Response:
 
 def simulator_transport() -> httpx.MockTransport:
     return httpx.MockTransport(simulator_handler)
+
+
+def install() -> None:
+    """Demo mode: the Terra client and s3_payload downloads from PING_HOST talk to the simulator
+    (the demo app's ready() calls this in every process)."""
+    from ingest.normalizers import s3_payload
+    from ingest.terra import client
+
+    transport = simulator_transport()
+    client.set_transport(transport)
+    s3_payload.set_simulated_bucket(PING_HOST, transport)

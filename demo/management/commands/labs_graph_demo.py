@@ -1,13 +1,13 @@
 """`manage.py labs_graph_demo --hook-url URL`: publish the lab-out-of-range example graph and
-start one demo run (labs/graph_demo.py). `make run` calls it."""
+start one demo run (demo/graph_demo.py). `make run` calls it."""
 
 from django.core.management.base import BaseCommand
 
-from labs.graph_demo import start_demo_run
+from demo.graph_demo import start_demo_run
 
 
 class Command(BaseCommand):
-    help = "Publish examples/graphs/lab-out-of-range.json and start a demo run."
+    help = "Publish the lab-out-of-range example graph and start a demo run."
 
     def add_arguments(self, parser):
         parser.add_argument("--hook-url", required=True, help="the local webhook stand-in")

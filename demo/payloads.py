@@ -1,7 +1,9 @@
 """Realistic Terra deliveries for demo mode and benchmarks, shaped like Terra's published
 webhook examples (auth, daily, sleep, activity, body, lab_report.completed) with plausible
 values. Values are seeded by (user, date, type), so posting the same day twice sends the same
-bytes and the webhook dedupes it, as it would a real Terra redelivery."""
+bytes and the webhook dedupes it, as it would a real Terra redelivery. A daily built `as_of` a
+moment inside its day holds that day's totals so far (to the minute), as a wearable syncing
+through the day would send them."""
 
 import hashlib
 import random
@@ -14,6 +16,7 @@ DEFAULT_SCOPES = "ACTIVITY_EXPORT,HEALTH_EXPORT,BODY_EXPORT,SLEEP_EXPORT"
 # Demo users live one hour east of UTC so the "date written, not UTC date" rule is exercised.
 DEMO_TZ = timezone(timedelta(hours=1))
 DATA_TYPES = ("daily", "sleep", "activity", "body")
+MINUTES_PER_DAY = 24 * 60
 
 
 def terra_user_id_for(username: str, provider: str = DEFAULT_PROVIDER) -> str:
@@ -32,6 +35,20 @@ def _stamp(value: datetime) -> str:
 
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=DEMO_TZ)
+
+
+def local_day(moment: datetime) -> date:
+    """The demo user's date at `moment`."""
+    return moment.astimezone(DEMO_TZ).date()
+
+
+def day_fraction(day: date, as_of: datetime | None) -> float:
+    """How much of `day` has passed at `as_of`, in whole minutes (at least one): 1 for a day
+    already over, or when no `as_of` is given."""
+    if as_of is None:
+        return 1.0
+    minutes = int((as_of - _midnight(day)).total_seconds() // 60) + 1
+    return min(max(minutes, 1), MINUTES_PER_DAY) / MINUTES_PER_DAY
 
 
 def terra_user(
@@ -57,10 +74,19 @@ def auth_payload(username: str, **user_kwargs) -> dict:
     }
 
 
-def daily_payload(username: str, day: date, **user_kwargs) -> dict:
+def daily_payload(
+    username: str, day: date, *, as_of: datetime | None = None, **user_kwargs
+) -> dict:
+    """The day's summary; with `as_of` inside the day, its totals so far (steps, distance,
+    calories, active time grow minute by minute; averages and scores stay)."""
     rng = _rng(username, day, "daily")
-    steps = rng.randint(3500, 16000)
-    low, moderate, vigorous = rng.randint(1800, 7200), rng.randint(300, 3600), rng.randint(0, 1500)
+    share = day_fraction(day, as_of)
+    # At least 3500 steps a day: 2.4 a minute, so the steps so far grow every minute.
+    steps = round(rng.randint(3500, 16000) * share)
+    low, moderate, vigorous = (
+        round(seconds * share)
+        for seconds in (rng.randint(1800, 7200), rng.randint(300, 3600), rng.randint(0, 1500))
+    )
     return {
         "type": "daily",
         "version": VERSION,
@@ -73,7 +99,9 @@ def daily_payload(username: str, day: date, **user_kwargs) -> dict:
                     "upload_type": 0,
                 },
                 "distance_data": {"steps": steps, "distance_meters": round(steps * 0.78, 1)},
-                "calories_data": {"total_burned_calories": round(rng.uniform(1900, 3200), 1)},
+                "calories_data": {
+                    "total_burned_calories": round(rng.uniform(1900, 3200) * share, 1)
+                },
                 "active_durations_data": {
                     "activity_seconds": low + moderate + vigorous,
                     "low_intensity_seconds": low,
@@ -234,7 +262,12 @@ BUILDERS = {
 }
 
 
-def data_payload(data_type: str, username: str, day: date, **user_kwargs) -> dict:
+def data_payload(
+    data_type: str, username: str, day: date, *, as_of: datetime | None = None, **user_kwargs
+) -> dict:
+    """One delivery of `data_type` for `day`; `as_of` revises a daily to the totals so far."""
+    if data_type == "daily":
+        user_kwargs["as_of"] = as_of
     return BUILDERS[data_type](username, day, **user_kwargs)
 
 

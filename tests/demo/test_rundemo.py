@@ -1,22 +1,15 @@
 """`make run` (manage.py rundemo) as a newcomer meets it: a taken port is refused before any key
-is printed, the feed brings a genuinely new day every minute, and a second terminal's
-`manage.py workflows` sees the demo workflow."""
+is printed, and a second terminal's `manage.py workflows` sees the demo workflow. The feed's
+minute: tests/demo/test_feed.py; logins and logs: tests/demo/test_logins_and_logs.py."""
 
 import os
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.utils import timezone
-
-from ingest.management.commands.rundemo import feed_arguments, feed_day
-from ingest.models import DailySummary
-from tests.ingest.test_simulator import in_process_http  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "http://testserver/webhook/terra"
@@ -33,7 +26,9 @@ class Answers200(BaseHTTPRequestHandler):
 
 
 def demo_env(tmp_path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "WORKFLOWS_"))}
+    """A fresh checkout's environment: demo mode, SQLite under tmp_path, default logging."""
+    own = ("DATABASE_URL", "WORKFLOWS_", "TERRA_", "LOG_LEVEL", "DEMO_VERBOSE", "PORT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     return {**env, "VAR_DIR": str(tmp_path / "var"), "TERRA_API_KEY": ""}
 
 
@@ -64,30 +59,6 @@ def test_a_taken_port_is_refused_before_the_banner_and_keys(tmp_path):
     assert "vitalflow is running" not in out and "X-Admin-Key" not in out
 
 
-@pytest.mark.django_db
-def test_the_feed_posts_a_genuinely_new_day_every_minute(
-    in_process_http,  # noqa: F811
-    sync_queue,
-    django_capture_on_commit_callbacks,
-    terra,
-):
-    # Seen: every minute re-sent today's identical bytes, deduplicated into nothing new.
-    today = timezone.localdate()
-    with django_capture_on_commit_callbacks(execute=True):
-        call_command(
-            "terra_simulate", "--url", URL, "--user", "demo", "--days", "3", stdout=StringIO()
-        )
-    rows = DailySummary.objects.filter(user__username="demo").count()
-    for tick in (1, 2):
-        out = StringIO()
-        day = feed_day(today=today, backlog_days=3, tick=tick)
-        with django_capture_on_commit_callbacks(execute=True):
-            call_command("terra_simulate", *feed_arguments(url=URL, day=day), stdout=out)
-        assert "accepted: 4" in out.getvalue() and "duplicate" not in out.getvalue()
-        assert DailySummary.objects.filter(user__username="demo", date=day).exists()
-        assert DailySummary.objects.filter(user__username="demo").count() == rows + tick
-
-
 @pytest.mark.slow
 def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_path):
     # Seen: `manage.py workflows list` beside make run answered an empty list, and the console
@@ -104,7 +75,7 @@ def test_manage_py_workflows_in_a_second_terminal_sees_the_demo_workflow(tmp_pat
 def test_make_run_starts_a_workflow_runner_so_timers_fire_on_time():
     # The cluster's wake tasks follow new work, not the clock: without a runner a 20 s sleep
     # waited for the one-minute sweep.
-    from ingest.management.commands.rundemo import Command
+    from demo.management.commands.rundemo import Command
     from ops.supervisor import bind_listener
 
     sock = bind_listener("127.0.0.1", 0)

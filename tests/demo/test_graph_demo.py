@@ -1,4 +1,4 @@
-"""The shipped example (examples/graphs/lab-out-of-range.json) as `make run` starts it: the
+"""The shipped example (demo/graphs/lab-out-of-range.json) as `make run` starts it: the
 labs action finds the out-of-range markers, one webhook call each, then the clinician's
 acknowledgement or the 48 h escalation."""
 
@@ -8,8 +8,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from demo.graph_demo import EXAMPLE
 from graphs.models import GraphRun, GraphToken
-from labs.graph_demo import EXAMPLE
 from tests.graphs.helpers import parse
 
 HOOK = "https://hooks.test/clinic-hook"

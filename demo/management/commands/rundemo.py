@@ -1,33 +1,33 @@
-"""`make run`: migrate, create the demo logins, set up schedules, then run web + qcluster +
-a workflow runner (supervised like `manage.py serve`) and feed simulated Terra deliveries: a backlog of days at
-once, then one more day every minute. Ctrl-C stops everything. A taken port is refused before
-anything is printed."""
+"""`make run`: migrate, create the demo logins (written to var/demo-logins.env), set up
+schedules, then run web + qcluster + a workflow runner (supervised like `manage.py serve`) and
+feed simulated Terra deliveries (demo/feed.py): a backlog of days at once, then today's data as
+it grows, every minute. The terminal stays quiet unless DEMO_VERBOSE is on. Ctrl-C stops
+everything. A taken port is refused before anything is printed."""
 
 import io
 import json
+import logging
 import os
-import secrets
-import subprocess
 import threading
 import time
 import urllib.request
-from datetime import date, timedelta
 from importlib import import_module
 
+import httpx
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from ops.models import ApiKey
-from ops.services import api_key_create, user_token_create
+from demo import feed
+from demo.graph_demo import start_demo_run
+from demo.logins import Logins, logins_create, logins_write, shown
 from ops.supervisor import Child, PortInUse, Supervisor, bind_listener, gunicorn, manage
 from workflows import get_workflow
 from workflows.models import TERMINAL_STATUSES
 
 DEMO_USER = "demo"
-EXAMPLE_MODULE = "workflows.examples"
+EXAMPLE_MODULE = "demo.examples"
 EXAMPLE_WORKFLOW = "demo-onboarding"
 OPERATOR = "admin"
 BANNER_INSTANCE = "demo-1"  # the instance the banner's send-event command finishes
@@ -35,37 +35,14 @@ BANNER_INSTANCE = "demo-1"  # the instance the banner's send-event command finis
 # other two keep the example's short timeout and show the timeout path.
 BANNER_WAIT = "1 day"
 FEED_EVERY = 60.0
-# The example graph's webhook goes to this stand-in (a thread of this process), which the
-# graph http action may reach because rundemo lists it in GRAPHS_HTTP_ALLOWED_HOSTS.
-GRAPH_DEMO_COMMAND = "labs_graph_demo"
-
-
-def feed_day(*, today: date, backlog_days: int, tick: int) -> date:
-    """The day the feed's `tick`-th minute posts: one day older than everything sent so far,
-    so every minute brings genuinely new rows (re-sending a day is deduplicated to nothing)."""
-    return today - timedelta(days=backlog_days + tick - 1)
-
-
-def feed_arguments(*, url: str, day: date) -> list[str]:
-    """terra_simulate's arguments for one fed day (no auth: the connection exists by then)."""
-    return [
-        "--url",
-        url,
-        "--user",
-        DEMO_USER,
-        "--days",
-        "1",
-        "--end-date",
-        day.isoformat(),
-        "--no-auth",
-    ]
 
 
 class Command(BaseCommand):
     help = (
-        "Run vitalflow locally: migrate, create an operator login, a demo user token and an admin API "
-        "key (printed), set up schedules, start the web server and a qcluster, and post simulated "
-        "Terra deliveries (demo mode) every minute. Env: PORT (default 8000)."
+        "Run vitalflow locally: migrate, create an operator login, a demo user token and an admin "
+        "API key (printed, and written to var/demo-logins.env), set up schedules, start the web "
+        "server, a qcluster and a workflow runner, and post simulated Terra deliveries every "
+        "minute. Env: PORT (default 8000), DEMO_VERBOSE=1 (access and task logs)."
     )
 
     def add_arguments(self, parser):
@@ -84,15 +61,17 @@ class Command(BaseCommand):
         except PortInUse as exc:
             raise CommandError(str(exc)) from None
         os.makedirs(settings.VAR_DIR, exist_ok=True)
+        quiet = self.quiet_logs()
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("setup_schedules")
-        logins = self.create_logins()
+        call_command("setup_schedules", stdout=io.StringIO() if quiet else self.stdout)
         base = f"http://127.0.0.1:{port}"
+        logins = logins_create(operator=OPERATOR, demo_user=DEMO_USER)
+        logins_file = logins_write(logins, base=base, folder=settings.VAR_DIR)
         # The simulator (inside the qcluster) posts backfilled days to this server.
         os.environ.setdefault("TERRA_DEMO_WEBHOOK_URL", f"{base}/webhook/terra")
         hook_url = self.start_hook_stand_in()  # before the children: they inherit its env
         supervisor = Supervisor(
-            self.children(sock), log=lambda line: self.stdout.write(f"rundemo: {line}")
+            self.children(sock, quiet=quiet), log=lambda line: self.stdout.write(f"rundemo: {line}")
         )
         supervisor.install_signal_handlers()  # SIGTERM/SIGINT stop the children too
         supervisor.start()
@@ -100,14 +79,24 @@ class Command(BaseCommand):
             self.wait_until_up(base, supervisor)
             self.start_example_workflows()
             graph_run = self.start_example_graph(hook_url)
-            self.print_banner(base, logins, graph_run)
-            self.feed(base, days, no_feed, supervisor)
+            self.print_banner(base, logins, graph_run, logins_file=shown(logins_file))
+            self.feed(base, days, no_feed, supervisor, quiet=quiet)
         finally:
             supervisor.stop_all(grace=15)
             sock.close()
 
-    def children(self, sock) -> list[Child]:
-        web = gunicorn(sock, workers=2)
+    def quiet_logs(self) -> bool:
+        """Unless asked for (DEMO_VERBOSE, or a LOG_LEVEL of one's own), this process and its
+        children log warnings and errors only: per-request, per-task and per-delivery lines
+        would bury the banner within seconds."""
+        if settings.DEMO_VERBOSE or "LOG_LEVEL" in os.environ:
+            return False
+        os.environ["LOG_LEVEL"] = "WARNING"  # read by the children's settings
+        logging.getLogger().setLevel(logging.WARNING)
+        return True
+
+    def children(self, sock, quiet: bool = False) -> list[Child]:
+        web = gunicorn(sock, workers=2, quiet=quiet)
         return [
             Child("web", web, pass_fds=(sock.fileno(),), reload_on_hup=True),
             Child("cluster", manage("qcluster")),
@@ -115,21 +104,6 @@ class Command(BaseCommand):
             # long-running runner: the cluster's wake tasks follow new work, not the clock.
             Child("runner", manage("runworkflows")),
         ]
-
-    def create_logins(self) -> dict:
-        User = get_user_model()
-        password = secrets.token_urlsafe(9)
-        operator, _ = User.objects.get_or_create(
-            username=OPERATOR, defaults={"email": "admin@localhost"}
-        )
-        operator.is_staff = operator.is_superuser = True
-        operator.set_password(password)
-        operator.save()
-        demo, _ = User.objects.get_or_create(username=DEMO_USER)
-        _, token = user_token_create(user=demo, name="rundemo")
-        ApiKey.objects.filter(name="rundemo-operator").delete()
-        _, key = api_key_create(name="rundemo-operator", scopes=["*"])
-        return {"password": password, "token": token, "admin_key": key}
 
     def wait_until_up(self, base: str, supervisor: Supervisor) -> None:
         for _ in range(120):
@@ -182,53 +156,61 @@ class Command(BaseCommand):
         return f"http://{host_port}/clinic-hook"
 
     def start_example_graph(self, hook_url: str) -> str:
-        """Publish the lab-out-of-range graph and start one run (labs provides the command)."""
-        # By command name: ingest never imports labs (DESIGN §1).
-        buffer = io.StringIO()
-        call_command(GRAPH_DEMO_COMMAND, hook_url=hook_url, stdout=buffer)
-        out = buffer.getvalue()
-        return out.split()[2] if out.startswith("graph run ") else ""
+        """Publish the lab-out-of-range graph and start one run; its webhook goes to the local
+        stand-in, which the graph http action may reach (GRAPHS_HTTP_ALLOWED_HOSTS)."""
+        return start_demo_run(hook_url=hook_url, username=DEMO_USER).run_id
 
-    def print_banner(self, base: str, logins: dict, graph_run: str = "") -> None:
+    def print_banner(self, base: str, logins: Logins, graph_run: str, logins_file: str) -> None:
         mode = "DEMO (built-in Terra simulator)" if settings.TERRA_DEMO_MODE else "LIVE Terra"
-        self.stdout.write(
-            "\n".join(
-                [
-                    "",
-                    "=" * 72,
-                    f" vitalflow is running — {mode}",
-                    f"   console   {base}/admin/   login: {OPERATOR} / {logins['password']}",
-                    f"   API docs  {base}/api/docs/",
-                    f"   user API  curl -H 'Authorization: Bearer {logins['token']}' {base}/v1/me",
-                    f"   operator  curl -H 'X-Admin-Key: {logins['admin_key']}' {base}/v1/admin/dlq",
-                    f"   workflow  .venv/bin/vitalflow-wf --url {base}/v1 -H 'X-Admin-Key: {logins['admin_key']}' \\",
-                    f"               instances send-event --workflow {EXAMPLE_WORKFLOW} --id demo-1 \\",
-                    "               --type goal_confirmed --payload '{\"goal_steps\": 10000}'",
-                    f"   graph     run {graph_run} waits for a clinician: approve it in the console",
-                    f"             ({base}/admin/graphs/graphrun/) or with vitalflow-wf graphs events \\",
-                    f"               --run {graph_run} --type clinician_ack --payload '{{\"approved\": true}}'",
-                    "   Ctrl-C stops web, queue and feed.",
-                    "=" * 72,
-                    "",
-                ]
-            )
-        )
+        key, verbose = logins.admin_key, "" if settings.DEMO_VERBOSE else " (DEMO_VERBOSE=1: logs)"
+        lines = [
+            "",
+            "=" * 72,
+            f" vitalflow is running — {mode}",
+            f"   console   {base}/admin/   login: {OPERATOR} / {logins.password}",
+            f"   logins    {logins_file} (mode 0600; `. {logins_file}` sets BASE, TOKEN, KEY)",
+            f"   API docs  {base}/api/docs/",
+            f"   user API  curl -H 'Authorization: Bearer {logins.token}' {base}/v1/me",
+            f"   operator  curl -H 'X-Admin-Key: {key}' {base}/v1/admin/dlq",
+            f"   data      a delivery a minute revises today's daily summary of user {DEMO_USER}:",
+            f"             {base}/admin/ingest/rawevent/ , GET /v1/sync?since=<a minute ago>",
+            f"   workflow  .venv/bin/vitalflow-wf --url {base}/v1 -H 'X-Admin-Key: {key}' \\",
+            f"               instances send-event --workflow {EXAMPLE_WORKFLOW} --id demo-1 \\",
+            "               --type goal_confirmed --payload '{\"goal_steps\": 10000}'",
+            f"   graph     run {graph_run} waits for a clinician: approve it in the console",
+            f"             ({base}/admin/graphs/graphrun/) or with vitalflow-wf graphs events \\",
+            f"               --run {graph_run} --type clinician_ack --payload '{{\"approved\": true}}'",
+            f"   Ctrl-C stops web, queue and feed{verbose}.",
+            "=" * 72,
+            "",
+        ]
+        self.stdout.write("\n".join(lines))
 
-    def feed(self, base: str, days: int, no_feed: bool, supervisor: Supervisor) -> None:
-        """First a backlog of `days` ending today, then one more day every minute."""
+    def feed(
+        self, base: str, days: int, no_feed: bool, supervisor: Supervisor, quiet: bool
+    ) -> None:
+        """First a backlog of `days` ending today, then every minute what demo/feed.py says."""
         enabled = not no_feed and bool(settings.TERRA_WEBHOOK_SECRETS)
-        url, today = f"{base}/webhook/terra", timezone.localdate()
-        if enabled:
-            self.simulate(["--url", url, "--user", DEMO_USER, "--days", str(days)])
-        tick, next_at = 1, time.monotonic() + FEED_EVERY
-        while not supervisor.stopping:
-            supervisor.poll()
-            time.sleep(0.2)
-            if enabled and time.monotonic() >= next_at:
-                day = feed_day(today=today, backlog_days=days, tick=tick)
-                self.simulate(feed_arguments(url=url, day=day), quiet=True)
-                tick, next_at = tick + 1, next_at + FEED_EVERY
+        url, last = f"{base}/webhook/terra", timezone.now()
+        with httpx.Client(timeout=30) as client:
+            if enabled:
+                backlog = feed.backlog(username=DEMO_USER, days=days, now=last)
+                self.report("backlog", feed.post(client, url, backlog), always=True)
+            next_at = time.monotonic() + FEED_EVERY
+            while not supervisor.stopping:
+                supervisor.poll()
+                time.sleep(0.2)
+                if enabled and time.monotonic() >= next_at:
+                    now = timezone.now()
+                    deliveries = feed.minute(username=DEMO_USER, now=now, previous=last)
+                    self.report(f"{now:%H:%M}", feed.post(client, url, deliveries), not quiet)
+                    last, next_at = now, next_at + FEED_EVERY
 
-    def simulate(self, arguments: list[str], quiet: bool = False) -> None:
-        command = manage("terra_simulate", *arguments)
-        subprocess.call(command, stdout=subprocess.DEVNULL if quiet else None)
+    def report(self, label: str, counts: dict[str, int], always: bool) -> None:
+        """One line per post: always for the backlog and for trouble, else only when verbose."""
+        trouble = set(counts) - {"accepted", "duplicate"}
+        if always or trouble:
+            summary = ", ".join(f"{outcome}: {n}" for outcome, n in sorted(counts.items()))
+            self.stdout.write(
+                f"rundemo: feed {label}: {sum(counts.values())} deliveries ({summary})"
+            )

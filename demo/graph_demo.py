@@ -1,11 +1,10 @@
-"""The graph workflow demo (`make run`): publish examples/graphs/lab-out-of-range.json with its
+"""The graph workflow demo (`make run`): publish demo/graphs/lab-out-of-range.json with its
 webhook pointed at a local stand-in, create a demo lab upload whose biomarkers include
 out-of-range values, and start one run (it stops at the clinician's acknowledgement)."""
 
 from datetime import date
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -13,7 +12,8 @@ from graphs import io, services
 from graphs.models import GraphRun
 from labs.models import Biomarker, BiomarkerStatus, LabUpload
 
-EXAMPLE = Path(settings.BASE_DIR) / "examples" / "graphs" / "lab-out-of-range.json"
+# Package data of the demo app, so an installed wheel has it too.
+EXAMPLE = Path(__file__).resolve().parent / "graphs" / "lab-out-of-range.json"
 BINDING = "lab-out-of-range"
 DEMO_FILE = "demo-out-of-range.pdf"
 MARKERS = [

@@ -10,8 +10,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from ingest import demo_payloads
-from ingest.simulator import ping_payload, webhook_post
+from demo import payloads as demo_payloads
+from demo.feed import response_outcome
+from demo.simulator import ping_payload, webhook_post
 
 
 def http_client() -> httpx.Client:
@@ -64,7 +65,7 @@ class Command(BaseCommand):
                 except httpx.HTTPError as exc:
                     raise CommandError(f"{label}: could not reach {url}: {exc}") from exc
                 self.stdout.write(f"{label} → {response.status_code} {response.text.strip()}")
-                key = self._outcome(response)
+                key = response_outcome(response)
                 counts[key] = counts.get(key, 0) + 1
         summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
         self.stdout.write(
@@ -83,12 +84,3 @@ class Command(BaseCommand):
         if payload["type"] == "s3_payload":
             return payload["url"].split("?")[0].rsplit("/", 1)[-1]
         return payload["user"]["user_id"]
-
-    @staticmethod
-    def _outcome(response: httpx.Response) -> str:
-        if response.status_code != 200:
-            return f"http_{response.status_code}"
-        try:
-            return "duplicate" if response.json().get("duplicate") else "accepted"
-        except ValueError:
-            return "accepted"
