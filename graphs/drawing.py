@@ -8,7 +8,7 @@ through escape(), since definitions are user data.
 
 from django.utils.html import escape
 
-from graphs import spec
+from graphs import routes, spec
 
 NODE_W, NODE_H, COL_GAP, ROW_GAP, PAD = 160, 46, 140, 34, 24
 KIND_COLORS = {
@@ -23,7 +23,7 @@ KIND_COLORS = {
 
 def _layers(graph: spec.Graph) -> dict[str, int]:
     back = {
-        t.ref for t in spec._back_edges(list(graph.nodes), graph.initial_node, graph.transitions)
+        t.ref for t in routes.back_edges(list(graph.nodes), graph.initial_node, graph.transitions)
     }
     forward = [t for t in graph.transitions if t.ref not in back]
     layer = {graph.initial_node: 0}

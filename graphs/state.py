@@ -19,19 +19,6 @@ TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
 LIVE = (PENDING, EXECUTING)
 
-EVENT_TYPES = (
-    "run_started",
-    "token_spawned",
-    "node_started",
-    "node_completed",
-    "node_failed",
-    "fan_in_waiting",
-    "fan_in_completed",
-    "context_updated",
-    "run_completed",
-    "run_failed",
-)
-
 
 @dataclass
 class Token:
