@@ -17,9 +17,7 @@ left of the other branches and continues in the parent scope.
 import copy
 from dataclasses import dataclass
 
-from jsonschema.validators import validator_for
-
-from graphs import conditions, pointers
+from graphs import conditions, pointers, schemas
 from graphs.fanin import (  # noqa: F401 - apply_fan_in_timeout, merge_values: part of this API
     MergeError,
     apply_fan_in_timeout,
@@ -172,19 +170,8 @@ def node_completed(
     _route(graph, state, token)
 
 
-def schema_errors(validator, document) -> list[dict]:
-    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
-    return [
-        {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message}
-        for e in errors
-    ]
-
-
 def context_problems(graph: Graph, state: RunState) -> list[dict]:
-    if graph.context_schema is None:
-        return []
-    validator = validator_for(graph.context_schema)(graph.context_schema)
-    return schema_errors(validator, state.context)
+    return schemas.problems(graph.context_schema, state.context, field="context_schema")
 
 
 def node_failed(graph: Graph, state: RunState, path: str, error: dict, *, at_ms: int) -> None:

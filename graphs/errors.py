@@ -12,13 +12,14 @@ class GraphError(ApiError):
 
 
 class InvalidGraph(GraphError):
-    """The definition breaks the vocabulary; `ref` names the offending node or transition."""
+    """The definition breaks the vocabulary; `ref` names the offending node or transition
+    (`schema_ref`: the offending $ref of a JSON Schema)."""
 
     code = "invalid_graph"
     status = 400
 
-    def __init__(self, message: str, *, ref: str | None = None, field: str | None = None):
-        extra = {"ref": ref}
+    def __init__(self, message: str, *, ref: str | None = None, field: str | None = None, **extra):
+        extra = {"ref": ref, **extra}
         if field is not None:
             extra["field"] = field
         super().__init__(message, **extra)

@@ -10,9 +10,8 @@ import json
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from jsonschema.validators import validator_for
 
-from graphs import decisions, spec
+from graphs import schemas, spec
 from graphs.errors import (
     BindingExists,
     BindingNotFound,
@@ -140,7 +139,7 @@ def definition_publish(*, name: str, version: int, actor=None, request=None) -> 
             raise DefinitionNotFound(f"no graph definition {name!r} version {version}")
         if definition.status == DefinitionStatus.PUBLISHED:
             return definition  # publishing twice changes nothing
-        spec.parse(definition.document)
+        spec.parse(definition.document, publishing=True)
         now = runtime.now()
         definition.status, definition.published_at, definition.updated_at = (
             DefinitionStatus.PUBLISHED,
@@ -245,10 +244,13 @@ def binding_definition(binding: GraphBinding) -> GraphDefinition:
 
 
 def input_problems(definition: GraphDefinition, run_input) -> list[dict]:
-    if definition.input_schema is None:
-        return []
-    validator = validator_for(definition.input_schema)(definition.input_schema)
-    return decisions.schema_errors(validator, run_input)
+    """What is wrong with `run_input` for `definition`. Its schemas' references are checked
+    first: a definition published before they were checked may hold one that leaves the
+    schema or loops (InvalidGraph, 400), which must never be fetched or followed forever."""
+    for field in ("input_schema", "context_schema"):
+        if isinstance(definition.document.get(field), dict):
+            schemas.check_refs(definition.document[field], field)
+    return schemas.problems(definition.input_schema, run_input, field="input_schema")
 
 
 def run_create(

@@ -78,8 +78,8 @@ class Graph:
         return next(t for t in self.transitions if t.ref == ref)
 
 
-def fail(message: str, *, ref=None, field=None):
-    raise InvalidGraph(message, ref=ref, field=field)
+def fail(message: str, *, ref=None, field=None, **extra):
+    raise InvalidGraph(message, ref=ref, field=field, **extra)
 
 
 def duration(raw, *, ref, field) -> int:

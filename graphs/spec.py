@@ -203,8 +203,10 @@ def _retries(raw, ref: str) -> None:
         fail(f"retries of {ref!r}: {exc.message}", ref=ref, field="retries")
 
 
-def parse(doc, *, known_workflows=None) -> Graph:
-    """The Graph for `doc`, or InvalidGraph naming what is wrong."""
+def parse(doc, *, known_workflows=None, publishing: bool = False) -> Graph:
+    """The Graph for `doc`, or InvalidGraph naming what is wrong. `publishing` adds the checks
+    a published version was not always held to (schema references), so that parsing a version
+    published earlier, to run it, never refuses what its publish accepted."""
     if known_workflows is None:
         from workflows.authoring import registry
 
@@ -250,8 +252,8 @@ def parse(doc, *, known_workflows=None) -> Graph:
         initial_node=initial,
         nodes=nodes,
         transitions=tuple(transitions),
-        input_schema=schemas.check(doc.get("input_schema"), "input_schema"),
-        context_schema=schemas.check(doc.get("context_schema"), "context_schema"),
+        input_schema=schemas.check(doc.get("input_schema"), "input_schema", refs=publishing),
+        context_schema=schemas.check(doc.get("context_schema"), "context_schema", refs=publishing),
         timeout_ms=timeout_ms,
         on_timeout=on_timeout,
     )

@@ -8,6 +8,10 @@ class GraphErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     ref = serializers.CharField(required=False, allow_null=True)
+    field = serializers.CharField(required=False)
+    schema_ref = serializers.CharField(
+        required=False, help_text="the offending $ref of a JSON Schema (invalid_graph)"
+    )
 
 
 class DefinitionDocumentSerializer(serializers.Serializer):
