@@ -318,6 +318,12 @@ GRAPHS_HTTP_SECRETS = {
     if key.startswith("GRAPHS_SECRET_")
 }
 
+# Graph runs: the most branches one fan-out (foreach / spawn_count) may open. A larger
+# collection fails its node before any branch is built (docs/graphs/README.md, "Limits").
+GRAPHS_MAX_FAN_OUT = env_int("GRAPHS_MAX_FAN_OUT", 1000)
+if GRAPHS_MAX_FAN_OUT < 1:
+    raise ImproperlyConfigured(f"GRAPHS_MAX_FAN_OUT must be ≥ 1, got {GRAPHS_MAX_FAN_OUT}")
+
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 Q_CLUSTER = {

@@ -23,7 +23,11 @@ KIND_COLORS = {
 
 def _layers(graph: spec.Graph) -> dict[str, int]:
     back = {
-        t.ref for t in routes.back_edges(list(graph.nodes), graph.initial_node, graph.transitions)
+        t.ref
+        for t in routes.back_edges(
+            [graph.initial_node, *([graph.timeout_gate] if graph.timeout_gate else [])],
+            graph.transitions,
+        )
     }
     forward = [t for t in graph.transitions if t.ref not in back]
     layer = {graph.initial_node: 0}

@@ -45,6 +45,13 @@ class BindingExists(GraphError):
     status = 409
 
 
+class BindingDisabled(GraphError):
+    """The binding is disabled: it starts no new runs (running ones go on)."""
+
+    code = "disabled"
+    status = 409
+
+
 class NoPublishedVersion(GraphError):
     code = "no_published_version"
     status = 409

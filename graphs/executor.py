@@ -26,11 +26,20 @@ import copy
 import time
 from datetime import UTC, datetime, timedelta
 
+from django.db.models import Q
+
 from graphs import actions, decisions, http_action, services, spec
 from graphs.errors import GraphError
 from graphs.models import GraphRun, GraphRunEvent, GraphToken
-from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime
-from workflows.runner.results import error_dict
+from graphs.shapes import FAILURE
+from workflows import (
+    ChildWorkflowError,
+    NonRetryableError,
+    WaitForEventTimeout,
+    durations,
+    runtime,
+)
+from workflows.selectors import instance_steps
 
 # Projection rows (tokens, run events, context) trail the engine by about this long, or this
 # many events, whichever comes first; human/sleep/workflow nodes and the run's end write at once.
@@ -59,6 +68,8 @@ class Executor:
     def __init__(self, step, run: GraphRun, graph: spec.Graph, state: decisions.RunState):
         self.step = step
         self.run_pk = run.pk
+        self.run_id = run.run_id
+        self.instance = run.instance
         self.engine_run = run.instance.run_number  # fixed for this run: restart = new number
         state.context_dirty = True  # the first write of a run (re)sets the stored context
         self.graph = graph
@@ -73,7 +84,9 @@ class Executor:
                 raise RuntimeError("graph run has executing tokens but nothing to run")
             first = batch[0]
             if isinstance(first, decisions.Complete):
-                decisions.finish(self.state)
+                decisions.finish(self.graph, self.state)
+                if self.state.outcome[0] == "failed":
+                    continue  # the output_schema refused it: decide() says Fail next
                 self.record("finish")
                 return self.state.context
             if isinstance(first, decisions.Fail):
@@ -109,8 +122,9 @@ class Executor:
                 started_ms = self.record(f"{name} start")
                 output, timed_out, at_ms = self.wait_node(node, name, node_input, started_ms)
         except Exception as exc:  # the node failed for good: the graph decides what follows
+            error, routable = self.failure(node, name, exc)
             decisions.node_failed(
-                self.graph, self.state, path, error_dict(exc), at_ms=self.state.clock_ms
+                self.graph, self.state, path, error, at_ms=self.state.clock_ms, routable=routable
             )
             return
         decisions.node_completed(
@@ -141,6 +155,41 @@ class Executor:
             return output, False, started_ms
         output = self.step.run_workflow(name, action["workflow"], params=node_input)
         return output, False, started_ms
+
+    def failure(self, node: spec.Node, name: str, exc: Exception) -> tuple[dict, bool]:
+        """What a node that failed for good reports, and whether its failure routes may take
+        it (a workflow node's child failure only with catch). With failure routes, the
+        attempts it took are read from the engine's record of its step, in a step of its own
+        (`"<token> <node> failed"`), so a replay sees the same number; a node without them
+        asks for no step, so runs of graphs without failure routes replay as before."""
+        error = error_of(exc)
+        if isinstance(exc, ChildWorkflowError):
+            if not node.action.get("catch"):
+                return error, False
+            child = {
+                "workflow": exc.workflow,
+                "id": exc.id,
+                "status": exc.status,
+                "error": exc.error,
+            }
+            return {**error, "attempts": 1, "child": child}, True
+        if not self.graph.outgoing(node.ref, FAILURE):
+            return error, True
+        attempts = self.durable(
+            f"{name} failed", lambda: self.attempts_of(name), retries={"limit": 3}
+        )
+        return {**error, "attempts": attempts}, True
+
+    def attempts_of(self, name: str) -> int:
+        """Attempts of the node's failed step (`name`, or its child's `name resolve`), found by
+        its own name at the end of the full step name (a lane's steps carry its location)."""
+        match = Q()
+        for step_name in (name, f"{name} resolve"):
+            match |= Q(name=step_name) | Q(name__endswith=f"/{step_name}")
+        found = instance_steps(instance=self.instance, run_number=self.engine_run).filter(
+            match, status="errored"
+        )
+        return max(found.values_list("attempts", flat=True), default=1)
 
     # -- durable steps and the projection -------------------------------------------------
 
@@ -182,6 +231,15 @@ class Executor:
         else:
             give_back()
         return result["value"]
+
+
+def error_of(exc: BaseException) -> dict:
+    """{"name", "message"} as the engine stores a step's error (a replayed failure carries the
+    original exception's name as error_name)."""
+    return {
+        "name": getattr(exc, "error_name", None) or type(exc).__name__,
+        "message": str(exc)[:2048],
+    }
 
 
 def child_params(binding: str, node_input: dict) -> dict:

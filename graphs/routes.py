@@ -6,6 +6,8 @@ loop_config.max_iterations. Refusals are InvalidGraph naming the transition's re
 from graphs import conditions
 from graphs.shapes import (
     DEFAULT_PRIORITY,
+    FAILURE,
+    SUCCESS,
     Merge,
     Sync,
     Transition,
@@ -26,10 +28,15 @@ TRANSITION_KEYS = {
     "spawn_count",
     "synchronization",
     "loop_config",
+    "on",
 }
 MERGE_STRATEGIES = ("append", "merge_object", "keyed_by_branch", "last_wins")
 FAN_IN_TIMEOUT_ACTIONS = ("proceed_with_available", "fail")
 MAX_SPAWN = 1000
+# Node kinds that never fail for good (a human node's timeout is an output): a failure route
+# from one can never be taken. A `workflow` node naming a code workflow fails only when its
+# child does, which it routes only with "catch": true.
+CANNOT_FAIL = ("human", "sleep", "set")
 
 
 def parse_transition(raw, index: int, nodes: dict, seen_refs: set) -> Transition:
@@ -47,6 +54,9 @@ def parse_transition(raw, index: int, nodes: dict, seen_refs: set) -> Transition
     for end, value in (("from", source), ("to", target)):
         if value not in nodes:
             fail(f"transition {ref!r}: unknown node ref {value!r} in {end!r}", ref=ref, field=end)
+    on = raw.get("on", SUCCESS)
+    if on not in (SUCCESS, FAILURE):
+        fail(f"transition {ref!r}: on must be {SUCCESS!r} or {FAILURE!r}", ref=ref, field="on")
     priority = raw.get("priority", DEFAULT_PRIORITY)
     if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
         fail(f"transition {ref!r}: priority must be an integer ≥ 0", ref=ref, field="priority")
@@ -92,7 +102,7 @@ def parse_transition(raw, index: int, nodes: dict, seen_refs: set) -> Transition
             )
         sync = _sync(raw["synchronization"], ref)
     return Transition(
-        ref, source, target, priority, condition, foreach, spawn, sync, max_iterations
+        ref, source, target, priority, condition, foreach, spawn, sync, max_iterations, on
     )
 
 
@@ -185,20 +195,62 @@ def check_fan_ins(transitions: list[Transition]) -> None:
             )
 
 
-def check_reachable(nodes, initial: str, transitions) -> None:
-    found = reachable(initial, transitions)
+def check_reachable(nodes, roots: list[str], transitions) -> None:
+    """Every node is reachable from the initial node (roots[0]) or another root (the timeout
+    gate), by success or failure routes."""
+    found = set().union(*(reachable(root, transitions) for root in roots))
     for ref in nodes:
         if ref not in found:
-            fail(f"node {ref!r} is unreachable from {initial!r}", ref=ref, field="nodes")
+            fail(f"node {ref!r} is unreachable from {roots[0]!r}", ref=ref, field="nodes")
 
 
-def check_cycles(nodes, initial: str, transitions) -> None:
-    for edge in back_edges(list(nodes), initial, transitions):
+def check_cycles(roots: list[str], transitions) -> None:
+    for edge in back_edges(roots, transitions):
         if edge.max_iterations is None:
             fail(
                 f"transition {edge.ref!r} closes a cycle: it needs loop_config.max_iterations",
                 ref=edge.ref,
                 field="loop_config",
+            )
+
+
+def check_taken(nodes: dict, transitions, *, publishing: bool) -> None:
+    """Every failure route can be taken: its node can fail, and no transition before it (a
+    lower priority, always matching) takes every failure first. Success routes are held to the
+    same tier rule on publish (versions published earlier are not re-judged when they run)."""
+    for t in transitions:
+        if t.on != FAILURE:
+            continue
+        node = nodes[t.source]
+        child = node.kind == "workflow" and "workflow" in node.action
+        if node.kind in CANNOT_FAIL or (child and not node.action.get("catch")):
+            hint = ' (add "catch": true to route its child\'s failure)' if child else ""
+            fail(
+                f"failure route {t.ref!r}: node {t.source!r} ({node.kind}) cannot fail, so it "
+                f"can never be taken{hint}",
+                ref=t.ref,
+                field="on",
+            )
+    for source in nodes:
+        for on in (FAILURE, SUCCESS) if publishing else (FAILURE,):
+            _check_tiers([t for t in transitions if t.source == source and t.on == on])
+
+
+def _check_tiers(outgoing: list[Transition]) -> None:
+    """The first tier holding a transition that always matches (no condition, no loop limit)
+    wins every time: a transition in a later tier can never be taken."""
+    always = [t.priority for t in outgoing if t.condition is None and t.max_iterations is None]
+    if not always:
+        return
+    for t in outgoing:
+        if t.priority > min(always):
+            winner = next(w for w in outgoing if w.priority == min(always) and w.condition is None)
+            route = "failure route" if t.on == FAILURE else "transition"
+            fail(
+                f"{route} {t.ref!r} can never be taken: {winner.ref!r} (priority "
+                f"{winner.priority}) always matches first",
+                ref=t.ref,
+                field="priority",
             )
 
 
@@ -213,13 +265,21 @@ def reachable(start: str, transitions) -> set[str]:
     return seen
 
 
-def back_edges(graph_nodes: list[str], initial: str, transitions) -> list[Transition]:
-    """Transitions that close a cycle, found by a depth-first walk from the initial node in
-    definition order (so the same document always blames the same transition)."""
+def back_edges(roots: list[str], transitions) -> list[Transition]:
+    """Transitions that close a cycle, found by a depth-first walk from each root (the initial
+    node, then the timeout gate) in definition order (so the same document always blames the
+    same transition)."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
     found: list[Transition] = []
-    stack = [(initial, iter([t for t in transitions if t.source == initial]))]
-    state[initial] = 1
+    for root in roots:
+        if root not in state:
+            state[root] = 1
+            _walk(root, transitions, state, found)
+    return found
+
+
+def _walk(root: str, transitions, state: dict, found: list) -> None:
+    stack = [(root, iter([t for t in transitions if t.source == root]))]
     while stack:
         node, edges = stack[-1]
         edge = next(edges, None)
@@ -232,4 +292,3 @@ def back_edges(graph_nodes: list[str], initial: str, transitions) -> list[Transi
         elif edge.target not in state:
             state[edge.target] = 1
             stack.append((edge.target, iter([t for t in transitions if t.source == edge.target])))
-    return found

@@ -13,6 +13,7 @@ REF = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,63}$")
 NAME = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]{0,63}$")
 RESERVED_CONTEXT_ROOTS = ("input", "branch")  # written by the engine, never by a mapping
 DEFAULT_PRIORITY = 1
+SUCCESS, FAILURE = "success", "failure"  # a transition's `on`
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Transition:
     spawn_count: int | None = None
     sync: Sync | None = None
     max_iterations: int | None = None
+    on: str = SUCCESS  # FAILURE: taken when the source node fails for good
 
     @property
     def fans_out(self) -> bool:
@@ -70,9 +72,14 @@ class Graph:
     context_schema: dict | None = None
     timeout_ms: int | None = None
     on_timeout: str = "fail"
+    timeout_gate: str | None = (
+        None  # on_timeout human_gate: the human node a timed-out run waits at
+    )
+    output_schema: dict | None = None
+    tags: tuple[str, ...] = ()
 
-    def outgoing(self, node_ref: str) -> list[Transition]:
-        return [t for t in self.transitions if t.source == node_ref]
+    def outgoing(self, node_ref: str, on: str = SUCCESS) -> list[Transition]:
+        return [t for t in self.transitions if t.source == node_ref and t.on == on]
 
     def transition(self, ref: str) -> Transition:
         return next(t for t in self.transitions if t.ref == ref)

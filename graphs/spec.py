@@ -9,6 +9,7 @@ one needs loop_config.max_iterations). The parsed shapes live in graphs/shapes.p
 """
 
 import hashlib
+import re
 import string
 
 from graphs import actions, routes, schemas
@@ -38,6 +39,9 @@ TOP_KEYS = {
     "context_schema",
     "timeout",
     "on_timeout",
+    "timeout_gate",
+    "output_schema",
+    "tags",
     "nodes",
     "transitions",
 }
@@ -53,18 +57,22 @@ NODE_KEYS = {
 ACTION_KEYS = {
     "python": ({"name"}, set()),
     "http": ({"url"}, {"method", "headers", "body", "timeout"}),
-    "workflow": (set(), {"workflow", "binding"}),  # exactly one: a code workflow or a graph
+    # exactly one of workflow (code) and binding (graph); catch: the child's failure is the
+    # node's, which its failure routes take
+    "workflow": (set(), {"workflow", "binding", "catch"}),
     "human": ({"event_type"}, {"timeout"}),
     "set": ({"values"}, set()),
     "sleep": ({"duration"}, set()),
 }
 GRAPH_RUN = "graph-run"  # the interpreter (graphs.services.GRAPH_WORKFLOW): graphs are bindings
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-RUN_TIMEOUT_ACTIONS = ("fail", "cancel_all")
+RUN_TIMEOUT_ACTIONS = ("fail", "cancel_all", "human_gate")
 MAX_NODES = 200
 MAX_TRANSITIONS = 500
 MAX_SPAWN = routes.MAX_SPAWN
 DEFAULT_HUMAN_TIMEOUT_MS = 24 * 3_600_000
+TAG = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]{0,63}$")
+MAX_TAGS = 20
 
 
 def token_event_type(event_type: str, path: str) -> str:
@@ -109,6 +117,8 @@ def _action(raw, ref: str, known_workflows) -> tuple[str, dict]:
 
 
 def _child(raw: dict, ref: str, known_workflows) -> None:
+    if not isinstance(raw.get("catch", False), bool):
+        fail(f"node {ref!r}: catch must be true or false", ref=ref, field="action.catch")
     if ("workflow" in raw) == ("binding" in raw):
         fail(
             f"node {ref!r}: a workflow action names a code `workflow` or a graph `binding`",
@@ -239,14 +249,16 @@ def parse(doc, *, known_workflows=None, publishing: bool = False) -> Graph:
         refs.add(t.ref)
         transitions.append(t)
     routes.check_fan_ins(transitions)
-    routes.check_reachable(nodes, initial, transitions)
-    routes.check_cycles(nodes, initial, transitions)
     timeout_ms = None
     if doc.get("timeout") is not None:
         timeout_ms = duration(doc["timeout"], ref=name, field="timeout")
     on_timeout = doc.get("on_timeout", "fail")
     if on_timeout not in RUN_TIMEOUT_ACTIONS:
         fail(f"on_timeout must be one of {RUN_TIMEOUT_ACTIONS}", field="on_timeout")
+    gate = _timeout_gate(doc.get("timeout_gate"), on_timeout, nodes)
+    routes.check_reachable(nodes, [initial] + ([gate] if gate else []), transitions)
+    routes.check_cycles([initial] + ([gate] if gate else []), transitions)
+    routes.check_taken(nodes, transitions, publishing=publishing)
     return Graph(
         name=name,
         initial_node=initial,
@@ -256,4 +268,41 @@ def parse(doc, *, known_workflows=None, publishing: bool = False) -> Graph:
         context_schema=schemas.check(doc.get("context_schema"), "context_schema", refs=publishing),
         timeout_ms=timeout_ms,
         on_timeout=on_timeout,
+        timeout_gate=gate,
+        output_schema=schemas.check(doc.get("output_schema"), "output_schema", refs=publishing),
+        tags=check_tags(doc.get("tags")),
     )
+
+
+def _timeout_gate(raw, on_timeout: str, nodes: dict) -> str | None:
+    """The human node a timed-out run waits at: named exactly when on_timeout is human_gate."""
+    if on_timeout != "human_gate":
+        if raw is not None:
+            fail("timeout_gate is only for on_timeout: human_gate", field="timeout_gate")
+        return None
+    node = nodes.get(raw)
+    if node is None or node.kind != "human":
+        fail(
+            f"on_timeout human_gate needs timeout_gate naming a human node, got {raw!r}",
+            ref=raw if isinstance(raw, str) else None,
+            field="timeout_gate",
+        )
+    return raw
+
+
+def check_tags(raw) -> tuple[str, ...]:
+    """A definition's tags: at most MAX_TAGS distinct short names (filters in the API and the
+    console); InvalidGraph otherwise."""
+    if raw is None:
+        return ()
+    if (
+        not isinstance(raw, list)
+        or len(raw) > MAX_TAGS
+        or any(not isinstance(t, str) or not TAG.match(t) for t in raw)
+        or len(set(raw)) != len(raw)
+    ):
+        fail(
+            f"tags must be a list of at most {MAX_TAGS} distinct names matching {TAG.pattern}",
+            field="tags",
+        )
+    return tuple(raw)

@@ -33,6 +33,7 @@ class Token:
     branch_total: int | None = None
     output: object = None
     error: dict | None = None
+    handled: bool = False  # it failed and a failure route took over (not a branch failure)
 
 
 @dataclass
@@ -67,6 +68,10 @@ class RunState:
     dirty: set[str] = field(default_factory=set)  # token paths changed since the last flush
     context_dirty: bool = False
     outcome: tuple | None = None  # ("completed", output) | ("failed", error)
+    max_fan_out: int | None = None  # the most branches one fan-out may open
+    max_steps: int | None = None  # the engine's steps per run
+    visits: int = 0  # nodes dispatched so far (each took at least one engine step)
+    gated: bool = False  # the run timed out and waits at its human gate
 
     @property
     def context(self) -> dict:
