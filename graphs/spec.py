@@ -15,6 +15,7 @@ import string
 from graphs import actions, routes, schemas
 from graphs.shapes import (  # noqa: F401 - Graph, Node, Transition, … are this module's API
     DEFAULT_PRIORITY,
+    FAILURE,
     NAME,
     REF,
     RESERVED_CONTEXT_ROOTS,
