@@ -83,3 +83,7 @@ class EventNotTargetable(GraphError):
 
 class HttpActionRefused(Exception):
     """The http action's SSRF guard refused a destination (never retried)."""
+
+
+class RateLimited(Exception):  # noqa: N818 - the name a failure route's condition reads
+    """The http action got a 429 it did not wait out (retried by the node's backoff)."""

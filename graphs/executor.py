@@ -39,6 +39,7 @@ from workflows import (
     durations,
     runtime,
 )
+from workflows.decisions import DEFAULT_TIMEOUT_MS as DEFAULT_STEP_TIMEOUT_MS
 from workflows.selectors import instance_steps
 
 # Projection rows (tokens, run events, context) trail the engine by about this long, or this
@@ -111,9 +112,12 @@ class Executor:
         timed_out, writes = False, None
         try:
             if node.kind in ("python", "http", "set"):
+                key = http_action.idempotency_key(
+                    run_id=self.run_id, engine_run=self.engine_run, path=path, node=node.ref
+                )
                 result = self.durable(
                     name,
-                    lambda: run_action(node, node_input, context),
+                    lambda: run_action(node, node_input, context, key=key),
                     retries=node.retries,
                     timeout=node.timeout_ms,
                 )
@@ -249,8 +253,9 @@ def child_params(binding: str, node_input: dict) -> dict:
         raise NonRetryableError(f"{exc.code}: {exc.message}") from exc
 
 
-def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:
-    """One attempt of a python/http/set node → {"output", "writes"?, "at_ms"}."""
+def run_action(node: spec.Node, node_input: dict, context: dict, *, key: str = "") -> dict:
+    """One attempt of a python/http/set node → {"output", "writes"?, "at_ms"}. `key`: the
+    execution's idempotency key (http)."""
     action = node.action
     if node.kind == "python":
         fn = actions.get(action["name"])
@@ -262,7 +267,13 @@ def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:
         writes = {target: decisions.resolve(context, op) for target, op in action["values"].items()}
         return {"output": writes, "writes": writes, "at_ms": to_ms(runtime.now())}
     body = decisions.resolve(context, action["body"]) if "body" in action else None
-    output = http_action.call(action, node_input, body)
+    output = http_action.call(
+        action,
+        node_input,
+        body,
+        idempotency_key=http_action.node_key(action, node_input, key),
+        budget_ms=node.timeout_ms or DEFAULT_STEP_TIMEOUT_MS,
+    )
     return {"output": output, "at_ms": to_ms(runtime.now())}
 
 

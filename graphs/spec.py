@@ -57,7 +57,7 @@ NODE_KEYS = {
 }
 ACTION_KEYS = {
     "python": ({"name"}, set()),
-    "http": ({"url"}, {"method", "headers", "body", "timeout"}),
+    "http": ({"url"}, {"method", "headers", "body", "timeout", "idempotency_key"}),
     # exactly one of workflow (code) and binding (graph); catch: the child's failure is the
     # node's, which its failure routes take
     "workflow": (set(), {"workflow", "binding", "catch"}),
@@ -179,7 +179,15 @@ def _node(raw, known_workflows) -> Node:
         pointer(target, ref=ref, field="output_mapping", writable=True)
         pointer(source, ref=ref, field="output_mapping")
     if kind == "http":
-        _url_placeholders(action["url"], input_mapping, ref)
+        _placeholders(action["url"], input_mapping, ref, "action.url")
+        if "idempotency_key" in action:
+            if not isinstance(action["idempotency_key"], str) or not action["idempotency_key"]:
+                fail(
+                    f"node {ref!r}: idempotency_key must be a non-empty string template",
+                    ref=ref,
+                    field="action.idempotency_key",
+                )
+            _placeholders(action["idempotency_key"], input_mapping, ref, "action.idempotency_key")
     retries = raw.get("retries")
     if retries is not None:
         _retries(retries, ref)
@@ -189,18 +197,20 @@ def _node(raw, known_workflows) -> Node:
     return Node(ref, kind, action, dict(input_mapping), dict(output_mapping), retries, timeout_ms)
 
 
-def _url_placeholders(url: str, input_mapping: dict, ref: str) -> None:
-    """Every `{name}` of an http URL template must be a plain key of the node's input_mapping."""
+def _placeholders(template: str, input_mapping: dict, ref: str, field: str) -> None:
+    """Every `{name}` of an http template (url, idempotency_key) must be a plain key of the
+    node's input_mapping."""
+    what = field.rsplit(".", 1)[-1]
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(url) if f is not None]
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as exc:
-        fail(f"node {ref!r}: bad url template: {exc}", ref=ref, field="action.url")
+        fail(f"node {ref!r}: bad {what} template: {exc}", ref=ref, field=field)
     for name in fields:
         if not name.isidentifier() or name not in input_mapping:
             fail(
-                f"node {ref!r}: url placeholder {{{name}}} must be a key of input_mapping",
+                f"node {ref!r}: {what} placeholder {{{name}}} must be a key of input_mapping",
                 ref=ref,
-                field="action.url",
+                field=field,
             )
 
 
