@@ -290,7 +290,7 @@ def _route(graph: Graph, state: RunState, token: Token, on: str = SUCCESS) -> bo
     for priority in sorted({t.priority for t in outgoing}):
         tier = [t for t in outgoing if t.priority == priority and _matches(state, t, context)]
         if tier:
-            refusal = fan_out_refusal(state, context, tier)
+            refusal = fan_out_refusal(graph, state, context, tier)
             if refusal is not None and on == FAILURE:  # no second failure of the same node
                 fail_run(state, {**refusal, "node": token.node}, token=token)
                 return True
@@ -319,12 +319,15 @@ def _route(graph: Graph, state: RunState, token: Token, on: str = SUCCESS) -> bo
     return True
 
 
-def fan_out_refusal(state: RunState, context: dict, tier: list[Transition]) -> dict | None:
+def fan_out_refusal(
+    graph: Graph, state: RunState, context: dict, tier: list[Transition]
+) -> dict | None:
     """FanOutTooLarge when a fan-out of `tier` would open more branches than the run's maximum,
-    or when together they need more steps than the run has left — judged on the collection's
-    length, before anything of it is copied. A foreach over a non-array is left to
-    open_fan_out (it fails the run, as it always did)."""
-    sizes = []
+    or when together their branches need more engine steps than the run has left (each
+    branch at least state.branch_steps of its first node's kind; each node visit so far took at
+    least one) — judged on the collection's length, before anything of it is copied. A foreach
+    over a non-array is left to open_fan_out (it fails the run, as it always did)."""
+    need = 0
     for t in tier:
         if t.foreach is not None:
             items = pointers.get(context, t.foreach)
@@ -333,20 +336,20 @@ def fan_out_refusal(state: RunState, context: dict, tier: list[Transition]) -> d
             size = t.spawn_count
         else:
             continue
-        sizes.append(size)
+        need += size * state.branch_steps.get(graph.nodes[t.target].kind, 1)
         if state.max_fan_out is not None and size > state.max_fan_out:
             return {
                 "name": "FanOutTooLarge",
                 "message": f"fan-out {t.ref!r} would open {size} branches; the most one "
                 f"fan-out may open is {state.max_fan_out} (GRAPHS_MAX_FAN_OUT)",
             }
-    if state.max_steps is not None and sizes:
-        left = state.max_steps - state.visits  # every node visit so far took a step
-        if sum(sizes) > left:
+    if state.max_steps is not None and need:
+        left = state.max_steps - state.visits
+        if need > left:
             return {
                 "name": "FanOutTooLarge",
-                "message": f"fan-out would open {sum(sizes)} branches, each at least one "
-                f"step, but this run has {left} of its {state.max_steps} steps left",
+                "message": f"the fan-out's branches need at least {need} steps, but this run "
+                f"has {left} of its {state.max_steps} steps left",
             }
     return None
 

@@ -43,6 +43,11 @@ from workflows import ParallelError, WaitForEventTimeout, durations
 
 CANCEL_SCOPE = "_cancel_scope"  # a journal entry that is a projection write, not a run event
 MIN_WAIT_MS = 1000  # wait_for_event's shortest timeout
+# Engine steps a branch takes at least, by its first node's kind: the node's own steps ("…
+# start", waits, a child) and, since it waits, its lane's "lane end" record. v3's human node
+# waits in a race of two. Sleeps and composite steps do not count toward the engine's limit.
+BRANCH_STEPS = {"human": 3, "sleep": 2, "workflow": 3}
+BRANCH_STEPS_TARGETED = {**BRANCH_STEPS, "human": 4}
 
 
 class RunDeadline(BaseException):  # noqa: N818 - a signal, not an error: not caught as a failure
@@ -62,6 +67,7 @@ class LaneExecutor(Executor):
         self.waited = False  # this lane ran a human, sleep or workflow node
         # v3: a human node also answers to its token's own event type (spec.token_event_type)
         self.targeted = targeted
+        state.branch_steps = BRANCH_STEPS_TARGETED if targeted else BRANCH_STEPS
         self.base_visits = 0  # the run's node visits when this lane forked (result "visits")
 
     write = staticmethod(lambda *args: write_numbered(*args))
@@ -347,6 +353,7 @@ def fork(state: RunState, scope: str) -> RunState:
         max_fan_out=state.max_fan_out,
         max_steps=state.max_steps,
         visits=state.visits,
+        branch_steps=state.branch_steps,
         gated=state.gated,
     )
     lane.tokens = {p: dataclasses.replace(t) for p, t in state.tokens.items() if t.scope == scope}

@@ -71,6 +71,9 @@ class RunState:
     max_fan_out: int | None = None  # the most branches one fan-out may open
     max_steps: int | None = None  # the engine's steps per run
     visits: int = 0  # nodes dispatched so far (each took at least one engine step)
+    # Engine steps one fan-out branch takes at least, by the kind of its first node (the
+    # interpreter version sets it: graphs.lanes.BRANCH_STEPS); other kinds take one.
+    branch_steps: dict[str, int] = field(default_factory=dict)
     gated: bool = False  # the run timed out and waits at its human gate
 
     @property

@@ -309,3 +309,18 @@ def test_the_timeout_gate_counts_as_reachable_and_tags_parse():
 
 def test_a_bad_on_is_refused():
     assert refused(webhook_graph(t("call", "later", on="maybe"))).extra["field"] == "on"
+
+
+def test_branches_that_wait_count_the_steps_their_first_node_takes():
+    document = doc(
+        [
+            node("load", output_mapping={"/items": "/items"}),
+            node("ask", "human", action={"event_type": "ok"}),
+        ],
+        [t("load", "ask", ref="each", foreach={"collection": "/items"})],
+    )
+    d = Driver(document, max_fan_out=1000, max_steps=1024)
+    d.state.branch_steps = {"human": 4}  # graph-run v3: start, two waits, the lane's end
+    outcome = d.run({"load": {"items": list(range(300))}})
+    assert isinstance(outcome, decisions.Fail)
+    assert "need at least 1200 steps" in outcome.error["message"]
