@@ -189,7 +189,7 @@ def node_completed(
     )
     if changes:
         context_updated(state, token.scope, changes, token=token)
-        problems = context_problems(graph, state)
+        problems = context_problems(graph, state) if not token.scope else []
         if problems:
             fail_run(
                 state,
@@ -201,6 +201,8 @@ def node_completed(
 
 
 def context_problems(graph: Graph, state: RunState) -> list[dict]:
+    """The run context against the context_schema (only a change of the run scope can change
+    it: a branch's writes stay in the branch)."""
     return schemas.problems(graph.context_schema, state.context, field="context_schema")
 
 
@@ -227,7 +229,7 @@ def node_failed(
         target = f"/errors/{token.node}"
         pointers.set(state.contexts[token.scope], target, entry)
         context_updated(state, token.scope, {target: entry}, token=token)
-        problems = context_problems(graph, state)
+        problems = context_problems(graph, state) if not token.scope else []
         if problems:
             fail_run(
                 state,

@@ -106,24 +106,34 @@ class Executor:
         token = self.state.tokens[path]
         node = self.graph.nodes[token.node]
         name = f"{path} {node.ref}"
-        node_input = decisions.node_input(self.graph, self.state, path)
-        context = copy.deepcopy(decisions.token_context(self.state, path))
-        decisions.node_started(self.state, path)
+        graph, state = self.graph, self.state
+        decisions.node_started(state, path)
         timed_out, writes = False, None
         try:
             if node.kind in ("python", "http", "set"):
                 key = http_action.idempotency_key(
                     run_id=self.run_id, engine_run=self.engine_run, path=path, node=node.ref
                 )
+                # The input and the context are read inside the callback, which runs before
+                # anything changes them: a replay, which returns the stored result, copies
+                # nothing of a context that may be large.
                 result = self.durable(
                     name,
-                    lambda: run_action(node, node_input, context, key=key),
+                    lambda: run_action(
+                        node,
+                        decisions.node_input(graph, state, path),
+                        decisions.token_context(state, path),
+                        key=key,
+                    ),
                     retries=node.retries,
                     timeout=node.timeout_ms,
                 )
                 output, writes, at_ms = result["output"], result.get("writes"), result["at_ms"]
             else:
                 started_ms = self.record(f"{name} start")
+                node_input = (
+                    decisions.node_input(graph, state, path) if node.kind == "workflow" else {}
+                )
                 output, timed_out, at_ms = self.wait_node(node, name, node_input, started_ms)
         except Exception as exc:  # the node failed for good: the graph decides what follows
             error, routable = self.failure(node, name, exc)
@@ -208,14 +218,16 @@ class Executor:
         step's stored result, so a replay knows which rows are already written."""
         events, tokens, context_changed = decisions.take_journal(self.state)
         rows = [(t.path not in self.persisted, token_row(t)) for t in tokens]
-        context = copy.deepcopy(self.state.context) if context_changed else None
-        run_pk, engine_run, write = self.run_pk, self.engine_run, self.write
+        run_pk, engine_run, write, state = self.run_pk, self.engine_run, self.write, self.state
 
         def callback():
             value = fn()
             due = time.monotonic() - self.flushed_at >= FLUSH_INTERVAL_S
             written = flush or due or len(events) >= FLUSH_MAX_EVENTS
             if written:
+                # Serialized by the write, which this step's commit runs before the run moves
+                # on: no copy is needed, and a replay (no callback) makes none.
+                context = state.context if context_changed else None
                 self.step.tx.mutate(lambda: write(run_pk, engine_run, events, rows, context))
             return {"value": value, "flushed": written}
 
