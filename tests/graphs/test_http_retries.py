@@ -11,25 +11,10 @@ import pytest
 
 from graphs.errors import InvalidGraph
 from tests.graphs.helpers import doc, node, parse
-from tests.graphs.standin import StandIn, answer
+from tests.graphs.standin import answer
 from tests.graphs.test_runs_harness import publish, start, status
 
 RETRY = {"limit": 3, "delay": "1 second", "backoff": "constant"}
-
-
-@pytest.fixture
-def clinic_factory(settings):
-    opened = []
-
-    def make(*script):
-        server = StandIn(list(script)).__enter__()
-        opened.append(server)
-        settings.GRAPHS_HTTP_ALLOWED_HOSTS = [s.host for s in opened]
-        return server
-
-    yield make
-    for server in opened:
-        server.__exit__()
 
 
 def notify_doc(url, *, action=None, timeout=None, transitions=(), extra_nodes=(), **node_extra):
@@ -54,8 +39,8 @@ def steps(harness, run) -> dict:
     return {s["name"]: s for s in harness.history("graph-run", run.run_id)["steps"]}
 
 
-def test_every_retry_of_one_execution_sends_the_same_idempotency_key(harness, clinic_factory):
-    clinic = clinic_factory(answer(500), answer(200, {"ok": True}))
+def test_every_retry_of_one_execution_sends_the_same_idempotency_key(harness, stand_in):
+    clinic = stand_in(answer(500), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url))
     run = start(harness, {"marker": "ldl"})
     harness.advance("1 second")
@@ -64,8 +49,8 @@ def test_every_retry_of_one_execution_sends_the_same_idempotency_key(harness, cl
     assert len(clinic.keys[0]) == 32 and clinic.calls[0].body == b'{"marker":"ldl"}'
 
 
-def test_a_new_execution_sends_a_new_key_a_loop_visit_and_a_restarted_run(harness, clinic_factory):
-    clinic = clinic_factory(answer(200, {"ok": True}))
+def test_a_new_execution_sends_a_new_key_a_loop_visit_and_a_restarted_run(harness, stand_in):
+    clinic = stand_in(answer(200, {"ok": True}))
     again = {"from": "notify", "to": "notify", "loop_config": {"max_iterations": 1}}
     publish(notify_doc(clinic.url, transitions=[again]))
     run = start(harness)
@@ -74,8 +59,8 @@ def test_a_new_execution_sends_a_new_key_a_loop_visit_and_a_restarted_run(harnes
     assert len(clinic.calls) == 4 and len(set(clinic.keys)) == 4  # a restarted run
 
 
-def test_a_node_may_set_its_idempotency_key_from_its_input(harness, clinic_factory):
-    clinic = clinic_factory(answer(503), answer(200, {}))
+def test_a_node_may_set_its_idempotency_key_from_its_input(harness, stand_in):
+    clinic = stand_in(answer(503), answer(200, {}))
     publish(
         notify_doc(
             clinic.url,
@@ -94,8 +79,8 @@ def test_an_idempotency_key_template_must_use_the_nodes_input():
     assert refused.value.extra["field"] == "action.idempotency_key"
 
 
-def test_a_429_with_retry_after_is_retried_after_that_delay(harness, clinic_factory):
-    clinic = clinic_factory(answer(429, retry_after="1"), answer(200, {"ok": True}))
+def test_a_429_with_retry_after_is_retried_after_that_delay(harness, stand_in):
+    clinic = stand_in(answer(429, retry_after="1"), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url))
     run = start(harness)
     final = status(harness, run)
@@ -105,17 +90,17 @@ def test_a_429_with_retry_after_is_retried_after_that_delay(harness, clinic_fact
     assert steps(harness, run)["0 notify"]["attempts"] == 1  # waited within the attempt
 
 
-def test_a_503_with_an_http_date_retry_after_is_retried_at_that_time(harness, clinic_factory):
+def test_a_503_with_an_http_date_retry_after_is_retried_at_that_time(harness, stand_in):
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
-    clinic = clinic_factory(answer(503, retry_after=when), answer(200, {"ok": True}))
+    clinic = stand_in(answer(503, retry_after=when), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url))
     run = start(harness)
     assert status(harness, run)["status"] == "complete"
     assert len(clinic.calls) == 2 and clinic.calls[1].at - clinic.calls[0].at >= 0.5
 
 
-def test_a_retry_after_beyond_the_nodes_timeout_falls_back_to_the_backoff(harness, clinic_factory):
-    clinic = clinic_factory(answer(429, retry_after="3600"), answer(200, {"ok": True}))
+def test_a_retry_after_beyond_the_nodes_timeout_falls_back_to_the_backoff(harness, stand_in):
+    clinic = stand_in(answer(429, retry_after="3600"), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url, timeout="5 seconds"))
     run = start(harness)
     assert len(clinic.calls) == 1 and status(harness, run)["status"] == "waiting"
@@ -125,8 +110,8 @@ def test_a_retry_after_beyond_the_nodes_timeout_falls_back_to_the_backoff(harnes
     assert status(harness, run)["status"] == "complete" and len(clinic.calls) == 2
 
 
-def test_a_429_without_retry_after_is_retried_by_the_backoff_not_failed(harness, clinic_factory):
-    clinic = clinic_factory(answer(429), answer(200, {"ok": True}))
+def test_a_429_without_retry_after_is_retried_by_the_backoff_not_failed(harness, stand_in):
+    clinic = stand_in(answer(429), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url))
     run = start(harness)
     harness.advance("1 second")
@@ -134,8 +119,8 @@ def test_a_429_without_retry_after_is_retried_by_the_backoff_not_failed(harness,
     assert steps(harness, run)["0 notify"]["attempts"] == 2
 
 
-def test_a_call_that_times_out_once_is_retried_with_the_same_key(harness, clinic_factory):
-    clinic = clinic_factory(answer(200, {"late": True}, delay=2.0), answer(200, {"ok": True}))
+def test_a_call_that_times_out_once_is_retried_with_the_same_key(harness, stand_in):
+    clinic = stand_in(answer(200, {"late": True}, delay=2.0), answer(200, {"ok": True}))
     publish(notify_doc(clinic.url, action={"timeout": "1 second"}))
     run = start(harness)
     harness.advance("1 second")
