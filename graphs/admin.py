@@ -174,7 +174,7 @@ def token_tree(run: GraphRun) -> list[dict]:
 @admin.register(GraphRun)
 class GraphRunAdmin(ReadOnlyAdmin):
     list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
-    list_filter = ("binding_name", "instance__status")
+    list_filter = ("binding_name", "instance__status", "definition__tag_rows__name")
     search_fields = ("=run_id",)
     ordering = ("-id",)
     show_full_result_count = False

@@ -227,7 +227,11 @@ def node_failed(
     record_event(state, "node_failed", token=token, data={"error": entry})
     if routable and graph.outgoing(token.node, FAILURE):
         target = f"/errors/{token.node}"
-        pointers.set(state.contexts[token.scope], target, entry)
+        try:
+            pointers.set(state.contexts[token.scope], target, entry)
+        except pointers.PointerError as exc:  # /errors holds something else than an object
+            fail_run(state, {"name": "MappingError", "message": str(exc)}, token=token)
+            return
         context_updated(state, token.scope, {target: entry}, token=token)
         problems = context_problems(graph, state) if not token.scope else []
         if problems:

@@ -324,3 +324,13 @@ def test_branches_that_wait_count_the_steps_their_first_node_takes():
     outcome = d.run({"load": {"items": list(range(300))}})
     assert isinstance(outcome, decisions.Fail)
     assert "need at least 1200 steps" in outcome.error["message"]
+
+
+def test_an_errors_value_that_is_not_an_object_fails_the_run_with_a_mapping_error():
+    document = doc(
+        [node("start", output_mapping={"/errors": "/e"}), node("call"), node("x")],
+        [t("start", "call"), on_failure("call", "x")],
+    )
+    d = Driver(document)
+    outcome = d.run({"start": {"e": ["not", "an", "object"]}, "call": Failure("down")})
+    assert isinstance(outcome, decisions.Fail) and outcome.error["name"] == "MappingError"

@@ -153,3 +153,5 @@ def test_the_console_disables_after_confirming_and_filters_definitions_by_tag(cl
     assert "release" in listed and "clinic" in listed
     other = client.get("/admin/graphs/graphdefinition/?tag_rows__name=none").content.decode()
     assert "0 graph definitions" in other or "release</a>" not in other
+    runs = client.get("/admin/graphs/graphrun/?definition__tag_rows__name=clinic")
+    assert runs.status_code == 200
