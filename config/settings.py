@@ -344,6 +344,8 @@ WORKFLOWS_POLICIES: dict = {}
 # private/loopback addresses ("host:port", comma-separated), and the secrets its headers may
 # name — GRAPHS_SECRET_<NAME> in the environment becomes {"secret": "<NAME>"}.
 GRAPHS_HTTP_ALLOWED_HOSTS = env_list("GRAPHS_HTTP_ALLOWED_HOSTS")
+# The http action's calls per second to one host, across every process (ops.pacing); empty: off.
+GRAPHS_HTTP_RATE_PER_HOST = env_float("GRAPHS_HTTP_RATE_PER_HOST", 10.0)
 GRAPHS_HTTP_SECRETS = {
     key[len("GRAPHS_SECRET_") :]: value
     for key, value in os.environ.items()
@@ -354,6 +356,12 @@ GRAPHS_HTTP_SECRETS = {
 # The terminal shows the banner and little else: rundemo runs its processes at LOG_LEVEL WARNING
 # and gunicorn without access log, unless this is on (or LOG_LEVEL is set).
 DEMO_VERBOSE = env_bool("DEMO_VERBOSE", False)
+
+# Graph runs: the most branches one fan-out (foreach / spawn_count) may open. A larger
+# collection fails its node before any branch is built (docs/graphs/README.md, "Limits").
+GRAPHS_MAX_FAN_OUT = env_int("GRAPHS_MAX_FAN_OUT", 1000)
+if GRAPHS_MAX_FAN_OUT < 1:
+    raise ImproperlyConfigured(f"GRAPHS_MAX_FAN_OUT must be ≥ 1, got {GRAPHS_MAX_FAN_OUT}")
 
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")

@@ -1,7 +1,7 @@
-"""The graphs console: definitions with their versions, a drawing (server-side SVG) and a diff
-between versions; runs with the token tree, the event timeline and approve/reject for waiting
-`human` nodes. Lists are read-only; every action calls graphs.services with the request, which
-writes the audit row."""
+"""The graphs console: definitions with their versions and tags, a drawing (server-side SVG) and
+a diff between versions; bindings that can be disabled (confirmed) and enabled; runs with the
+token tree, the event timeline and approve/reject for waiting `human` nodes. Lists are
+read-only; every action calls graphs.services with the request, which writes the audit row."""
 
 import difflib
 import json
@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 
 from graphs import drawing, selectors, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
-from ops.console import ReadOnlyAdmin
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
 from ops.services import audit_log_write
 
@@ -26,8 +26,16 @@ def pretty(value) -> str:
 
 @admin.register(GraphDefinition)
 class GraphDefinitionAdmin(ReadOnlyAdmin):
-    list_display = ("name", "version", "status", "published_at", "short_checksum", "created_at")
-    list_filter = ("status", "name")
+    list_display = (
+        "name",
+        "version",
+        "status",
+        "tag_list",
+        "published_at",
+        "short_checksum",
+        "created_at",
+    )
+    list_filter = ("status", "name", "tag_rows__name")
     search_fields = ("=name",)
     ordering = ("name", "-version")
     change_form_template = "admin/graphs/definition_detail.html"
@@ -35,6 +43,10 @@ class GraphDefinitionAdmin(ReadOnlyAdmin):
     @admin.display(description="checksum")
     def short_checksum(self, obj):
         return obj.checksum[:12]
+
+    @admin.display(description="tags")
+    def tag_list(self, obj):
+        return ", ".join(obj.document.get("tags") or [])
 
     def get_urls(self):
         return [
@@ -95,13 +107,44 @@ class GraphDefinitionAdmin(ReadOnlyAdmin):
 
 @admin.register(GraphBinding)
 class GraphBindingAdmin(ReadOnlyAdmin):
-    list_display = ("name", "definition_name", "pin", "updated_at")
+    list_display = ("name", "enabled", "definition_name", "pin", "updated_at")
+    list_filter = ("enabled",)
     search_fields = ("=name", "=definition_name")
     ordering = ("name",)
+    actions = ["disable_selected", "enable_selected"]
 
     @admin.display(description="version")
     def pin(self, obj):
         return "latest published" if obj.pinned_version is None else f"pinned v{obj.pinned_version}"
+
+    @admin.action(description="Disable selected (new runs refused; running ones go on)")
+    def disable_selected(self, request, queryset):
+        chosen = list(queryset.filter(enabled=True).order_by("name"))
+        if not is_confirmed(request):
+            return confirmation_page(
+                request,
+                model=GraphBinding,
+                title="Disable bindings",
+                explanation="New runs of these bindings will be refused (409 disabled), child "
+                "runs started by other graphs included. Runs already started go on.",
+                columns=("binding", "definition", "version"),
+                rows=[(b.name, b.definition_name, self.pin(b)) for b in chosen],
+                ignored=queryset.count() - len(chosen),
+                submit="Disable",
+                action="disable_selected",
+                danger=True,
+            )
+        return self._set_enabled(request, chosen, enabled=False)
+
+    @admin.action(description="Enable selected")
+    def enable_selected(self, request, queryset):
+        return self._set_enabled(request, list(queryset.filter(enabled=False)), enabled=True)
+
+    def _set_enabled(self, request, bindings: list, *, enabled: bool):
+        for binding in bindings:
+            services.binding_set_enabled(name=binding.name, enabled=enabled, request=request)
+        verb = "Enabled" if enabled else "Disabled"
+        self.report(request, f"{verb} {len(bindings)} binding(s).", objects=bindings)
 
 
 def waiting_humans(run: GraphRun) -> list[dict]:
@@ -131,7 +174,7 @@ def token_tree(run: GraphRun) -> list[dict]:
 @admin.register(GraphRun)
 class GraphRunAdmin(ReadOnlyAdmin):
     list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
-    list_filter = ("binding_name", "instance__status")
+    list_filter = ("binding_name", "instance__status", "definition__tag_rows__name")
     search_fields = ("=run_id",)
     ordering = ("-id",)
     show_full_result_count = False

@@ -1,5 +1,5 @@
-"""`vitalflow-wf graphs …`: graph definitions and runs over HTTP (list, get, publish, run, runs,
-events). Joins the workflows console script through its `extra_groups` hook; like it, this
+"""`vitalflow-wf graphs …`: graph definitions and runs over HTTP (list, get, publish, run — a
+canary with --version —, runs, events, disable, enable). Joins the workflows console script through its `extra_groups` hook; like it, this
 module imports no Django and no models (graphs/__init__ loads names lazily)."""
 
 import json
@@ -11,8 +11,10 @@ from workflows import cli as wf
 EXAMPLES = """examples:
   vitalflow-wf graphs list --name lab-out-of-range
   vitalflow-wf graphs get --name lab-out-of-range --version 2
-  vitalflow-wf graphs publish --file examples/graphs/lab-out-of-range.json
+  vitalflow-wf graphs publish --file demo/graphs/lab-out-of-range.json
   vitalflow-wf graphs run --binding lab-out-of-range --input '{"upload_id": "…"}'
+  vitalflow-wf graphs run --binding lab-out-of-range --version 3 --input '{…}'   # a canary
+  vitalflow-wf graphs disable --binding lab-out-of-range     # new runs 409; running ones go on
   vitalflow-wf graphs runs --binding lab-out-of-range
   vitalflow-wf graphs events --run RUN_ID
   vitalflow-wf graphs events --run RUN_ID --type clinician_ack --payload '{"approved": true}'
@@ -29,7 +31,7 @@ def _pages(api, path: str, key: str, params: dict, follow: bool):
 
 
 def cmd_list(api, args, out) -> None:
-    params = {"name": args.name, "page_size": 200}
+    params = {"name": args.name, "tag": args.tag, "page_size": 200}
     for d in _pages(api, "graphs/definitions", "definitions", params, True):
         print(f"{d['name']}  v{d['version']}  {d['status']}  {d['checksum'][:12]}", file=out)
 
@@ -59,6 +61,8 @@ def cmd_publish(api, args, out) -> None:
 def cmd_run(api, args, out) -> None:
     key = args.idempotency_key or uuid.uuid4().hex
     body = {"input": wf.parse_json_arg(args.input, "--input")}
+    if args.version is not None:
+        body["version"] = args.version
     data = api.call(
         "POST", f"graphs/bindings/{args.binding}/runs", body=body, headers={"Idempotency-Key": key}
     )
@@ -66,7 +70,7 @@ def cmd_run(api, args, out) -> None:
 
 
 def cmd_runs(api, args, out) -> None:
-    params = {"binding": args.binding, "page_size": args.page_size}
+    params = {"binding": args.binding, "tag": args.tag, "page_size": args.page_size}
     for r in _pages(api, "graphs/runs", "runs", params, args.all):
         print(
             f"{r['id']}  {r['binding']} v{r['version']}  {r['status']}  {r['created_at']}", file=out
@@ -89,12 +93,20 @@ def cmd_events(api, args, out) -> None:
         print(f"#{e['sequence_number']:<4} {e['type']}{where}{data}", file=out)
 
 
+def cmd_enable(api, args, out) -> None:
+    verb = "enable" if args.command == "enable" else "disable"
+    data = api.call("POST", f"graphs/bindings/{args.binding}/{verb}")
+    state = "enabled" if data["enabled"] else "disabled: new runs are refused"
+    print(f"{data['name']}  {state}", file=out)
+
+
 def add_commands(groups) -> None:
     graphs = wf._sub(groups, "graphs", "graphs", "graph definitions and runs")
     graphs.epilog = EXAMPLES + "\n\n" + wf.ENV_HELP
     cmds = graphs.add_subparsers(dest="command", required=True)
     p = wf._sub(cmds, "list", "graphs list", "definition versions, newest first", cmd_list)
     p.add_argument("--name", help="only this definition")
+    p.add_argument("--tag", help="only versions with this tag")
     p = wf._sub(cmds, "get", "graphs get", "one version", cmd_get)
     p.add_argument("--name", required=True)
     p.add_argument("--version", type=int, required=True)
@@ -106,9 +118,13 @@ def add_commands(groups) -> None:
     p = wf._sub(cmds, "run", "graphs run", "start a run of a binding", cmd_run)
     p.add_argument("--binding", "-b", required=True)
     p.add_argument("--input", help="JSON input")
+    p.add_argument(
+        "--version", type=int, help="a canary: run this published version, not the binding's"
+    )
     p.add_argument("--idempotency-key", help="default: a fresh random key per call")
     p = wf._sub(cmds, "runs", "graphs runs", "runs, newest first", cmd_runs)
     p.add_argument("--binding", "-b")
+    p.add_argument("--tag", help="only runs of versions with this tag")
     p.add_argument("--page-size", type=int, default=50)
     p.add_argument("--all", action="store_true", help="follow cursors to the last page")
     p = wf._sub(cmds, "events", "graphs events", "a run's events, or send one", cmd_events)
@@ -116,6 +132,9 @@ def add_commands(groups) -> None:
     p.add_argument("--type", "-t", help="send an event of this type instead of listing")
     p.add_argument("--payload", help="JSON payload of the event to send")
     p.add_argument("--token", help="answer only this token's waiting human node")
+    for verb, what in (("disable", "refuse new runs of a binding"), ("enable", "allow them")):
+        p = wf._sub(cmds, verb, f"graphs {verb}", what, cmd_enable)
+        p.add_argument("--binding", "-b", required=True)
 
 
 add_commands.group_name = "graphs"

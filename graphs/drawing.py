@@ -2,13 +2,14 @@
 
 Layout: nodes in columns by their longest distance from the initial node (edges that close a
 cycle are ignored for layering), rows in definition order; edges are straight arrows labelled
-with what makes them special (priority, condition, foreach, fan-in, loop). Every text goes
+with what makes them special (priority, condition, foreach, fan-in, loop); failure routes are
+red and say "on failure". Every text goes
 through escape(), since definitions are user data.
 """
 
 from django.utils.html import escape
 
-from graphs import spec
+from graphs import routes, spec
 
 NODE_W, NODE_H, COL_GAP, ROW_GAP, PAD = 160, 46, 140, 34, 24
 KIND_COLORS = {
@@ -23,7 +24,11 @@ KIND_COLORS = {
 
 def _layers(graph: spec.Graph) -> dict[str, int]:
     back = {
-        t.ref for t in spec._back_edges(list(graph.nodes), graph.initial_node, graph.transitions)
+        t.ref
+        for t in routes.back_edges(
+            [graph.initial_node, *([graph.timeout_gate] if graph.timeout_gate else [])],
+            graph.transitions,
+        )
     }
     forward = [t for t in graph.transitions if t.ref not in back]
     layer = {graph.initial_node: 0}
@@ -41,7 +46,7 @@ def _layers(graph: spec.Graph) -> dict[str, int]:
 
 
 def _label(t: spec.Transition) -> str:
-    parts = []
+    parts = ["on failure"] if t.on == spec.FAILURE else []
     if t.priority != spec.DEFAULT_PRIORITY:
         parts.append(f"p{t.priority}")
     if t.condition is not None:
@@ -94,8 +99,9 @@ def svg(document: dict) -> str:
             sx, sy = x1 + NODE_W, y1 + NODE_H / 2
             ex, ey = (x2, y2 + NODE_H / 2) if x2 > x1 else (x2 + NODE_W / 2, y2 + NODE_H)
             dash = ' stroke-dasharray="4 3"' if t.sync is not None else ""
+            color = "#b91c1c" if t.on == spec.FAILURE else "#374151"
             out.append(
-                f'<line x1="{sx}" y1="{sy}" x2="{ex}" y2="{ey}" stroke="#374151"{dash} marker-end="url(#arrow)"/>'
+                f'<line x1="{sx}" y1="{sy}" x2="{ex}" y2="{ey}" stroke="{color}"{dash} marker-end="url(#arrow)"/>'
             )
             lx, ly = (sx + ex) / 2, (sy + ey) / 2 - 4
         label = _label(t)

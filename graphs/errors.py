@@ -12,13 +12,14 @@ class GraphError(ApiError):
 
 
 class InvalidGraph(GraphError):
-    """The definition breaks the vocabulary; `ref` names the offending node or transition."""
+    """The definition breaks the vocabulary; `ref` names the offending node or transition
+    (`schema_ref`: the offending $ref of a JSON Schema)."""
 
     code = "invalid_graph"
     status = 400
 
-    def __init__(self, message: str, *, ref: str | None = None, field: str | None = None):
-        extra = {"ref": ref}
+    def __init__(self, message: str, *, ref: str | None = None, field: str | None = None, **extra):
+        extra = {"ref": ref, **extra}
         if field is not None:
             extra["field"] = field
         super().__init__(message, **extra)
@@ -41,6 +42,13 @@ class BindingNotFound(GraphError):
 
 class BindingExists(GraphError):
     code = "binding_exists"
+    status = 409
+
+
+class BindingDisabled(GraphError):
+    """The binding is disabled: it starts no new runs (running ones go on)."""
+
+    code = "disabled"
     status = 409
 
 
@@ -75,3 +83,7 @@ class EventNotTargetable(GraphError):
 
 class HttpActionRefused(Exception):
     """The http action's SSRF guard refused a destination (never retried)."""
+
+
+class RateLimited(Exception):  # noqa: N818 - the name a failure route's condition reads
+    """The http action got a 429 it did not wait out (retried by the node's backoff)."""

@@ -26,11 +26,21 @@ import copy
 import time
 from datetime import UTC, datetime, timedelta
 
+from django.db.models import Q
+
 from graphs import actions, decisions, http_action, services, spec
 from graphs.errors import GraphError
 from graphs.models import GraphRun, GraphRunEvent, GraphToken
-from workflows import NonRetryableError, WaitForEventTimeout, durations, runtime
-from workflows.runner.results import error_dict
+from graphs.shapes import FAILURE
+from workflows import (
+    ChildWorkflowError,
+    NonRetryableError,
+    WaitForEventTimeout,
+    durations,
+    runtime,
+)
+from workflows.decisions import DEFAULT_TIMEOUT_MS as DEFAULT_STEP_TIMEOUT_MS
+from workflows.selectors import instance_steps
 
 # Projection rows (tokens, run events, context) trail the engine by about this long, or this
 # many events, whichever comes first; human/sleep/workflow nodes and the run's end write at once.
@@ -59,6 +69,8 @@ class Executor:
     def __init__(self, step, run: GraphRun, graph: spec.Graph, state: decisions.RunState):
         self.step = step
         self.run_pk = run.pk
+        self.run_id = run.run_id
+        self.instance = run.instance
         self.engine_run = run.instance.run_number  # fixed for this run: restart = new number
         state.context_dirty = True  # the first write of a run (re)sets the stored context
         self.graph = graph
@@ -73,7 +85,9 @@ class Executor:
                 raise RuntimeError("graph run has executing tokens but nothing to run")
             first = batch[0]
             if isinstance(first, decisions.Complete):
-                decisions.finish(self.state)
+                decisions.finish(self.graph, self.state)
+                if self.state.outcome[0] == "failed":
+                    continue  # the output_schema refused it: decide() says Fail next
                 self.record("finish")
                 return self.state.context
             if isinstance(first, decisions.Fail):
@@ -92,25 +106,39 @@ class Executor:
         token = self.state.tokens[path]
         node = self.graph.nodes[token.node]
         name = f"{path} {node.ref}"
-        node_input = decisions.node_input(self.graph, self.state, path)
-        context = copy.deepcopy(decisions.token_context(self.state, path))
-        decisions.node_started(self.state, path)
+        graph, state = self.graph, self.state
+        decisions.node_started(state, path)
         timed_out, writes = False, None
         try:
             if node.kind in ("python", "http", "set"):
+                key = http_action.idempotency_key(
+                    run_id=self.run_id, engine_run=self.engine_run, path=path, node=node.ref
+                )
+                # The input and the context are read inside the callback, which runs before
+                # anything changes them: a replay, which returns the stored result, copies
+                # nothing of a context that may be large.
                 result = self.durable(
                     name,
-                    lambda: run_action(node, node_input, context),
+                    lambda: run_action(
+                        node,
+                        decisions.node_input(graph, state, path),
+                        decisions.token_context(state, path),
+                        key=key,
+                    ),
                     retries=node.retries,
                     timeout=node.timeout_ms,
                 )
                 output, writes, at_ms = result["output"], result.get("writes"), result["at_ms"]
             else:
                 started_ms = self.record(f"{name} start")
+                node_input = (
+                    decisions.node_input(graph, state, path) if node.kind == "workflow" else {}
+                )
                 output, timed_out, at_ms = self.wait_node(node, name, node_input, started_ms)
         except Exception as exc:  # the node failed for good: the graph decides what follows
+            error, routable = self.failure(node, name, exc)
             decisions.node_failed(
-                self.graph, self.state, path, error_dict(exc), at_ms=self.state.clock_ms
+                self.graph, self.state, path, error, at_ms=self.state.clock_ms, routable=routable
             )
             return
         decisions.node_completed(
@@ -142,6 +170,41 @@ class Executor:
         output = self.step.run_workflow(name, action["workflow"], params=node_input)
         return output, False, started_ms
 
+    def failure(self, node: spec.Node, name: str, exc: Exception) -> tuple[dict, bool]:
+        """What a node that failed for good reports, and whether its failure routes may take
+        it (a workflow node's child failure only with catch). With failure routes, the
+        attempts it took are read from the engine's record of its step, in a step of its own
+        (`"<token> <node> failed"`), so a replay sees the same number; a node without them
+        asks for no step, so runs of graphs without failure routes replay as before."""
+        error = error_of(exc)
+        if isinstance(exc, ChildWorkflowError):
+            if not node.action.get("catch"):
+                return error, False
+            child = {
+                "workflow": exc.workflow,
+                "id": exc.id,
+                "status": exc.status,
+                "error": exc.error,
+            }
+            return {**error, "attempts": 1, "child": child}, True
+        if not self.graph.outgoing(node.ref, FAILURE):
+            return error, True
+        attempts = self.durable(
+            f"{name} failed", lambda: self.attempts_of(name), retries={"limit": 3}
+        )
+        return {**error, "attempts": attempts}, True
+
+    def attempts_of(self, name: str) -> int:
+        """Attempts of the node's failed step (`name`, or its child's `name resolve`), found by
+        its own name at the end of the full step name (a lane's steps carry its location)."""
+        match = Q()
+        for step_name in (name, f"{name} resolve"):
+            match |= Q(name=step_name) | Q(name__endswith=f"/{step_name}")
+        found = instance_steps(instance=self.instance, run_number=self.engine_run).filter(
+            match, status="errored"
+        )
+        return max(found.values_list("attempts", flat=True), default=1)
+
     # -- durable steps and the projection -------------------------------------------------
 
     def record(self, name: str) -> int:
@@ -155,14 +218,16 @@ class Executor:
         step's stored result, so a replay knows which rows are already written."""
         events, tokens, context_changed = decisions.take_journal(self.state)
         rows = [(t.path not in self.persisted, token_row(t)) for t in tokens]
-        context = copy.deepcopy(self.state.context) if context_changed else None
-        run_pk, engine_run, write = self.run_pk, self.engine_run, self.write
+        run_pk, engine_run, write, state = self.run_pk, self.engine_run, self.write, self.state
 
         def callback():
             value = fn()
             due = time.monotonic() - self.flushed_at >= FLUSH_INTERVAL_S
             written = flush or due or len(events) >= FLUSH_MAX_EVENTS
             if written:
+                # Serialized by the write, which this step's commit runs before the run moves
+                # on: no copy is needed, and a replay (no callback) makes none.
+                context = state.context if context_changed else None
                 self.step.tx.mutate(lambda: write(run_pk, engine_run, events, rows, context))
             return {"value": value, "flushed": written}
 
@@ -184,6 +249,15 @@ class Executor:
         return result["value"]
 
 
+def error_of(exc: BaseException) -> dict:
+    """{"name", "message"} as the engine stores a step's error (a replayed failure carries the
+    original exception's name as error_name)."""
+    return {
+        "name": getattr(exc, "error_name", None) or type(exc).__name__,
+        "message": str(exc)[:2048],
+    }
+
+
 def child_params(binding: str, node_input: dict) -> dict:
     try:
         return services.child_run_params(binding_name=binding, run_input=node_input)
@@ -191,8 +265,9 @@ def child_params(binding: str, node_input: dict) -> dict:
         raise NonRetryableError(f"{exc.code}: {exc.message}") from exc
 
 
-def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:
-    """One attempt of a python/http/set node → {"output", "writes"?, "at_ms"}."""
+def run_action(node: spec.Node, node_input: dict, context: dict, *, key: str = "") -> dict:
+    """One attempt of a python/http/set node → {"output", "writes"?, "at_ms"}. `key`: the
+    execution's idempotency key (http)."""
     action = node.action
     if node.kind == "python":
         fn = actions.get(action["name"])
@@ -204,7 +279,13 @@ def run_action(node: spec.Node, node_input: dict, context: dict) -> dict:
         writes = {target: decisions.resolve(context, op) for target, op in action["values"].items()}
         return {"output": writes, "writes": writes, "at_ms": to_ms(runtime.now())}
     body = decisions.resolve(context, action["body"]) if "body" in action else None
-    output = http_action.call(action, node_input, body)
+    output = http_action.call(
+        action,
+        node_input,
+        body,
+        idempotency_key=http_action.node_key(action, node_input, key),
+        budget_ms=node.timeout_ms or DEFAULT_STEP_TIMEOUT_MS,
+    )
     return {"output": output, "at_ms": to_ms(runtime.now())}
 
 

@@ -69,7 +69,9 @@ def open_fan_out(graph: Graph, state: RunState, token: Token, transition: Transi
     )
     state.groups[group.id] = group
     for index, (scope, item) in enumerate(zip(scopes, items, strict=True)):
-        branch_context = copy.deepcopy({k: v for k, v in context.items() if k != "branch"})
+        # The parent's values, shared: writes copy what they change (pointers.set), so a
+        # branch costs its own top-level dict, not a copy of the whole context.
+        branch_context = {k: v for k, v in context.items() if k != "branch"}
         branch_context["branch"] = {
             "index": index,
             "total": len(items),

@@ -43,6 +43,11 @@ from workflows import ParallelError, WaitForEventTimeout, durations
 
 CANCEL_SCOPE = "_cancel_scope"  # a journal entry that is a projection write, not a run event
 MIN_WAIT_MS = 1000  # wait_for_event's shortest timeout
+# Engine steps a branch takes at least, by its first node's kind: the node's own steps ("…
+# start", waits, a child) and, since it waits, its lane's "lane end" record. v3's human node
+# waits in a race of two. Sleeps and composite steps do not count toward the engine's limit.
+BRANCH_STEPS = {"human": 3, "sleep": 2, "workflow": 3}
+BRANCH_STEPS_TARGETED = {**BRANCH_STEPS, "human": 4}
 
 
 class RunDeadline(BaseException):  # noqa: N818 - a signal, not an error: not caught as a failure
@@ -62,6 +67,8 @@ class LaneExecutor(Executor):
         self.waited = False  # this lane ran a human, sleep or workflow node
         # v3: a human node also answers to its token's own event type (spec.token_event_type)
         self.targeted = targeted
+        state.branch_steps = BRANCH_STEPS_TARGETED if targeted else BRANCH_STEPS
+        self.base_visits = 0  # the run's node visits when this lane forked (result "visits")
 
     write = staticmethod(lambda *args: write_numbered(*args))
 
@@ -70,6 +77,7 @@ class LaneExecutor(Executor):
         lane = cls.__new__(cls)
         lane.__dict__.update(parent.__dict__)
         lane.step, lane.state, lane.scope = step, state, scope
+        lane.base_visits = state.visits
         lane.persisted, lane.joined, lane.timed_out, lane.waited = set(), set(), False, False
         return lane
 
@@ -77,13 +85,14 @@ class LaneExecutor(Executor):
 
     def run(self):
         self.advance()
+        if self.state.outcome is None:
+            if any(t.status in (PENDING, EXECUTING) for t in self.tokens()):
+                raise RuntimeError("graph run has executing tokens but nothing to run")
+            decisions.finish(self.graph, self.state)  # fails it when the output_schema says so
         outcome = self.state.outcome
-        if outcome is not None and outcome[0] == "failed":
+        if outcome[0] == "failed":
             self.record("fail")
             raise GraphRunFailed(outcome[1].get("message", "graph run failed"))
-        if outcome is None and any(t.status in (PENDING, EXECUTING) for t in self.tokens()):
-            raise RuntimeError("graph run has executing tokens but nothing to run")
-        decisions.finish(self.state)
         self.record("finish")
         return self.state.context
 
@@ -91,10 +100,7 @@ class LaneExecutor(Executor):
         """Run this lane's tokens and join its fan-outs until nothing is left to do here."""
         graph, state = self.graph, self.state
         while state.outcome is None:
-            if (
-                graph.timeout_ms is not None
-                and state.clock_ms - state.started_ms >= graph.timeout_ms
-            ):
+            if decisions.past_deadline(graph, state):
                 if self.scope:
                     self.timed_out = True  # the top lane applies the run's timeout
                     return
@@ -140,7 +146,7 @@ class LaneExecutor(Executor):
         else:
             wait_ms = durations.to_ms(node.action.get("timeout", spec.DEFAULT_HUMAN_TIMEOUT_MS))
         left = None
-        if self.graph.timeout_ms is not None:
+        if self.graph.timeout_ms is not None and not self.state.gated:
             left = self.state.started_ms + self.graph.timeout_ms - started_ms
         capped = left is not None and left < wait_ms
         if capped:
@@ -239,16 +245,17 @@ class LaneExecutor(Executor):
             "index": index,
             "clock_ms": state.clock_ms,
             "token_seq": state.token_seq,
+            "visits": state.visits - self.base_visits,  # node visits this lane added
             "loops": state.loops,
             "tokens": [dataclasses.asdict(t) for t in state.tokens.values()],
             "journal": journal,
             "dirty": sorted(state.dirty),
             "arrivals": found,
             "merge": merge,
-            "failed": [
+            "failed": [  # failures no route took over: with no fan-in, they fail the run
                 t.path
                 for t in state.tokens.values()
-                if t.scope == self.scope and t.status == FAILED
+                if t.scope == self.scope and t.status == FAILED and not t.handled
             ],
             "outcome": outcome,
             "timed_out": self.timed_out,
@@ -343,6 +350,11 @@ def fork(state: RunState, scope: str) -> RunState:
         contexts={"": state.contexts[""], scope: state.contexts[scope]},
         started_ms=state.started_ms,
         clock_ms=state.clock_ms,
+        max_fan_out=state.max_fan_out,
+        max_steps=state.max_steps,
+        visits=state.visits,
+        branch_steps=state.branch_steps,
+        gated=state.gated,
     )
     lane.tokens = {p: dataclasses.replace(t) for p, t in state.tokens.items() if t.scope == scope}
     lane.counters = dict(state.counters)
@@ -363,6 +375,7 @@ def absorb(state: RunState, lane: dict) -> None:
     state.dirty.update(lane["dirty"])
     state.clock_ms = max(state.clock_ms, lane["clock_ms"])
     state.token_seq = max(state.token_seq, lane["token_seq"])
+    state.visits += lane.get("visits", 0)  # absent from lanes stored before it was counted
     for ref, count in lane["loops"].items():
         state.loops[ref] = max(state.loops.get(ref, 0), count)
 

@@ -59,13 +59,41 @@ class GraphDefinition(models.Model):
         return f"{self.name} v{self.version} ({self.status})"
 
 
+class GraphDefinitionTag(models.Model):
+    """One tag of a definition version (the document's `tags`), a row each so that lists can
+    filter by tag on every database."""
+
+    definition = models.ForeignKey(
+        GraphDefinition, on_delete=models.CASCADE, related_name="tag_rows", db_index=False
+    )
+    name = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "graph_definition_tag"
+        constraints = [
+            # Also the index behind definition.tag_rows (services._fields rewrites them).
+            models.UniqueConstraint(
+                fields=["definition", "name"], name="graph_definition_tag_once"
+            ),
+        ]
+        indexes = [
+            # selectors.definitions(tag=) and runs(tag=): the versions carrying a tag.
+            models.Index(fields=["name", "definition"], name="graph_def_tag_name"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
 class GraphBinding(models.Model):
     """What callers start: a name pointing at a definition name, pinned to a version or
-    following the latest published one (pinned_version null)."""
+    following the latest published one (pinned_version null). A disabled binding refuses new
+    runs (409 disabled); its running ones go on."""
 
     name = models.CharField(max_length=64, unique=True)
     definition_name = models.CharField(max_length=64)
     pinned_version = models.PositiveIntegerField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -74,7 +102,8 @@ class GraphBinding(models.Model):
 
     def __str__(self):
         pin = "latest" if self.pinned_version is None else f"v{self.pinned_version}"
-        return f"{self.name} → {self.definition_name} {pin}"
+        off = "" if self.enabled else " (disabled)"
+        return f"{self.name} → {self.definition_name} {pin}{off}"
 
 
 class GraphRun(models.Model):
@@ -167,6 +196,7 @@ class RunEventType(models.TextChoices):
     CONTEXT_UPDATED = "context_updated"  # data.changes: the context's history of updates
     RUN_COMPLETED = "run_completed"
     RUN_FAILED = "run_failed"
+    RUN_TIMED_OUT = "run_timed_out"  # on_timeout human_gate: the run waits at its gate
 
 
 class GraphRunEvent(models.Model):

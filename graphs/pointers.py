@@ -53,8 +53,12 @@ def get(document, pointer: str, default=MISSING):
 
 
 def set(document: dict, pointer: str, value) -> dict:  # noqa: A001 - the RFC's verb
-    """Write `value` at `pointer` inside `document` (mutated and returned). Missing objects on
-    the way are created; "" is refused (the whole document is never replaced)."""
+    """Write (a copy of) `value` at `pointer` inside `document` (mutated and returned). Missing
+    objects on the way are created; "" is refused (the whole document is never replaced).
+
+    Every object and array on the way is replaced by a shallow copy before it changes, so a
+    write never changes a value another document shares: a fan-out's branch contexts share the
+    parent context's values instead of each holding a deep copy of it."""
     parts = parse(pointer)
     if not parts:
         raise PointerError("cannot write to the empty pointer (the whole document)")
@@ -63,12 +67,15 @@ def set(document: dict, pointer: str, value) -> dict:  # noqa: A001 - the RFC's 
         if isinstance(current, list):
             if not part.isdigit() or int(part) >= len(current):
                 raise PointerError(f"{pointer!r}: index {part!r} is outside the array")
-            current = current[int(part)]
+            child = current[int(part)]
+            if isinstance(child, dict | list):
+                child = current[int(part)] = child.copy()
+            current = child  # a scalar: the next part refuses it
             continue
         if not isinstance(current, dict):
             raise PointerError(f"{pointer!r}: {part!r} is inside a non-object value")
-        if not isinstance(current.get(part), dict | list):
-            current[part] = {}
+        child = current.get(part)
+        current[part] = child.copy() if isinstance(child, dict | list) else {}
         current = current[part]
     last = parts[-1]
     if isinstance(current, list):

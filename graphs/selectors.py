@@ -4,9 +4,11 @@ from graphs.models import GraphDefinition, GraphRun
 from workflows.selectors import instance_details
 
 
-def definitions(*, name: str | None = None):
+def definitions(*, name: str | None = None, tag: str | None = None):
     rows = GraphDefinition.objects.all()
-    return rows.filter(name=name) if name else rows
+    if name:
+        rows = rows.filter(name=name)
+    return rows.filter(tag_rows__name=tag) if tag else rows
 
 
 def definition_body(d: GraphDefinition) -> dict:
@@ -18,13 +20,16 @@ def definition_body(d: GraphDefinition) -> dict:
         "checksum": d.checksum,
         "created_at": d.created_at,
         "published_at": d.published_at,
+        "tags": list(d.document.get("tags") or []),
         "document": {**d.document, "version": d.version},
     }
 
 
-def runs(*, binding: str | None = None):
+def runs(*, binding: str | None = None, tag: str | None = None):
     rows = GraphRun.objects.select_related("definition", "instance")
-    return rows.filter(binding_name=binding) if binding else rows
+    if binding:
+        rows = rows.filter(binding_name=binding)
+    return rows.filter(definition__tag_rows__name=tag) if tag else rows
 
 
 def run_summary(run: GraphRun) -> dict:

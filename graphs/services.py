@@ -1,4 +1,5 @@
-"""Writes on graph workflows: definitions (draft → published), bindings, runs and their events.
+"""Writes on graph workflows: definitions (draft → published), bindings (pin, disable,
+enable), runs (of the binding's version, or a canary of an explicit one) and their events.
 
 Keyword-only; refusals are graphs.errors.GraphError (or the engine's WorkflowError) raised
 before anything is written. Operator mutations write an audit row when `actor` or `request` is
@@ -8,12 +9,13 @@ given (the API and the console always give one).
 import hashlib
 import json
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from jsonschema.validators import validator_for
 
-from graphs import decisions, spec
+from graphs import schemas, spec
 from graphs.errors import (
+    BindingDisabled,
     BindingExists,
     BindingNotFound,
     DefinitionNotFound,
@@ -22,7 +24,13 @@ from graphs.errors import (
     InvalidInput,
     NoPublishedVersion,
 )
-from graphs.models import DefinitionStatus, GraphBinding, GraphDefinition, GraphRun
+from graphs.models import (
+    DefinitionStatus,
+    GraphBinding,
+    GraphDefinition,
+    GraphDefinitionTag,
+    GraphRun,
+)
 from ops.services import audit_log_write
 from workflows import limits, runtime
 from workflows import services as engine
@@ -56,6 +64,7 @@ def _shape(document) -> dict:
     if not isinstance(name, str) or not spec.NAME.match(name):
         raise InvalidGraph(f"name {name!r} must match {spec.NAME.pattern}", field="name")
     limits.check_json(document, what="definition")
+    spec.check_tags(document.get("tags"))  # stored as rows for list filters, even in a draft
     document = {k: v for k, v in document.items() if k != "version"}  # the server numbers
     return document
 
@@ -69,6 +78,15 @@ def _fields(definition: GraphDefinition, document: dict) -> None:
     definition.timeout = str(document.get("timeout") or "")[:64]
     definition.on_timeout = str(document.get("on_timeout") or "fail")[:16]
     definition.checksum = checksum(document)
+
+
+def _store_tags(definition: GraphDefinition) -> None:
+    """The tag rows of a saved definition, as its document says (drafts may change them)."""
+    definition.tag_rows.all().delete()
+    GraphDefinitionTag.objects.bulk_create(
+        GraphDefinitionTag(definition=definition, name=tag)
+        for tag in definition.document.get("tags") or []
+    )
 
 
 def definition_create(*, document, actor=None, request=None) -> GraphDefinition:
@@ -85,6 +103,7 @@ def definition_create(*, document, actor=None, request=None) -> GraphDefinition:
                 )
                 _fields(definition, document)
                 definition.save(force_insert=True)
+                _store_tags(definition)
                 _audit(
                     "graph_definition.create",
                     resource=f"graph:{name}/v{definition.version}",
@@ -121,6 +140,7 @@ def definition_update(
         _fields(definition, document)
         definition.updated_at = runtime.now()
         definition.save()
+        _store_tags(definition)
         _audit(
             "graph_definition.update",
             resource=f"graph:{name}/v{version}",
@@ -140,7 +160,7 @@ def definition_publish(*, name: str, version: int, actor=None, request=None) -> 
             raise DefinitionNotFound(f"no graph definition {name!r} version {version}")
         if definition.status == DefinitionStatus.PUBLISHED:
             return definition  # publishing twice changes nothing
-        spec.parse(definition.document)
+        spec.parse(definition.document, publishing=True)
         now = runtime.now()
         definition.status, definition.published_at, definition.updated_at = (
             DefinitionStatus.PUBLISHED,
@@ -235,6 +255,48 @@ def binding_pin(*, name: str, version: int | None, actor=None, request=None) -> 
     return binding
 
 
+def binding_set_enabled(*, name: str, enabled: bool, actor=None, request=None) -> GraphBinding:
+    """Disable a binding (new runs are refused with 409 disabled; running ones go on) or
+    enable it again. Always audited, with the actor."""
+    with transaction.atomic():
+        binding = GraphBinding.objects.select_for_update().filter(name=name).first()
+        if binding is None:
+            raise BindingNotFound(f"no graph binding named {name!r}")
+        changed = binding.enabled != enabled
+        if changed:
+            binding.enabled, binding.updated_at = enabled, runtime.now()
+            binding.save(update_fields=["enabled", "updated_at"])
+        audit_log_write(
+            action="graph_binding.enable" if enabled else "graph_binding.disable",
+            resource=f"graph_binding:{name}",
+            actor=actor if actor is not None or request is not None else "system",
+            request=request,
+            metadata={"changed": changed},
+            idempotency_key=getattr(request, "idempotency_key", "") or "",
+        )
+    return binding
+
+
+def _enabled(binding: GraphBinding) -> GraphBinding:
+    if not binding.enabled:
+        raise BindingDisabled(
+            f"graph binding {binding.name!r} is disabled: new runs are refused (runs already "
+            "started go on); enable it to start runs again"
+        )
+    return binding
+
+
+def _version_of(binding: GraphBinding, version: int | None) -> GraphDefinition:
+    """The binding's current definition, or (a canary) the published `version` of its
+    definition, whatever the binding points at."""
+    if version is None:
+        return binding_definition(binding)
+    found = definition_get(name=binding.definition_name, version=version)
+    if found.status != DefinitionStatus.PUBLISHED:
+        raise NoPublishedVersion(f"{found.name!r} v{version} is a draft; publish it first")
+    return found
+
+
 def binding_definition(binding: GraphBinding) -> GraphDefinition:
     if binding.pinned_version is not None:
         return definition_get(name=binding.definition_name, version=binding.pinned_version)
@@ -245,19 +307,41 @@ def binding_definition(binding: GraphBinding) -> GraphDefinition:
 
 
 def input_problems(definition: GraphDefinition, run_input) -> list[dict]:
-    if definition.input_schema is None:
-        return []
-    validator = validator_for(definition.input_schema)(definition.input_schema)
-    return decisions.schema_errors(validator, run_input)
+    """What is wrong with `run_input` for `definition`. Its schemas' references are checked
+    first: a definition published before they were checked may hold one that leaves the
+    schema or loops (InvalidGraph, 400), which must never be fetched or followed forever."""
+    for field in ("input_schema", "context_schema", "output_schema"):
+        if isinstance(definition.document.get(field), dict):
+            schemas.check_refs(definition.document[field], field)
+    return schemas.problems(definition.input_schema, run_input, field="input_schema")
+
+
+def run_params(definition: GraphDefinition, run_input, **extra) -> dict:
+    """The engine params of a graph run. The fan-out maximum is fixed when the run starts, so
+    a replay decides as the first execution did even if the setting changes meanwhile."""
+    return {
+        "input": run_input,
+        "definition": f"{definition.name}/v{definition.version}",
+        "max_fan_out": settings.GRAPHS_MAX_FAN_OUT,
+        **extra,
+    }
 
 
 def run_create(
-    *, binding_name: str, run_input=None, run_id: str | None = None, actor=None, request=None
+    *,
+    binding_name: str,
+    run_input=None,
+    run_id: str | None = None,
+    version: int | None = None,
+    actor=None,
+    request=None,
 ) -> GraphRun:
-    """Start a run of the binding's current version: an engine instance of `graph-run` and its
-    GraphRun row, in one transaction. Input failing the input_schema is 400 invalid_input."""
-    binding = binding_get(name=binding_name)
-    definition = binding_definition(binding)
+    """Start a run of the binding's current version — or of `version` (a canary, beside the
+    binding's pointer, which stays as it is): an engine instance of `graph-run` and its
+    GraphRun row, in one transaction. A disabled binding is 409 disabled; input failing the
+    input_schema is 400 invalid_input."""
+    binding = _enabled(binding_get(name=binding_name))
+    definition = _version_of(binding, version)
     problems = input_problems(definition, run_input)
     if problems:
         raise InvalidInput(
@@ -269,7 +353,7 @@ def run_create(
         instance = engine.instance_create(
             workflow_name=GRAPH_WORKFLOW,
             instance_id=run_id,
-            params={"input": run_input, "definition": f"{definition.name}/v{definition.version}"},
+            params=run_params(definition, run_input),
         )
         now = runtime.now()
         run = GraphRun.objects.create(
@@ -287,7 +371,11 @@ def run_create(
             resource=f"graph_run:{run.run_id}",
             actor=actor,
             request=request,
-            metadata={"binding": binding.name, "version": definition.version},
+            metadata={
+                "binding": binding.name,
+                "version": definition.version,
+                **({"canary": True} if version is not None else {}),
+            },
         )
     return run
 
@@ -295,7 +383,7 @@ def run_create(
 def child_run_params(*, binding_name: str, run_input) -> dict:
     """What a `workflow` node with `binding` starts: the engine params of a graph-run child
     (the binding's current version, fixed now; the input checked like run_create's)."""
-    binding = binding_get(name=binding_name)
+    binding = _enabled(binding_get(name=binding_name))
     definition = binding_definition(binding)
     problems = input_problems(definition, run_input)
     if problems:
@@ -304,11 +392,7 @@ def child_run_params(*, binding_name: str, run_input) -> dict:
             f"v{definition.version}: {problems[0]['path']}: {problems[0]['message']}",
             errors=problems,
         )
-    return {
-        "input": run_input,
-        "definition": f"{definition.name}/v{definition.version}",
-        "binding": binding.name,
-    }
+    return run_params(definition, run_input, binding=binding.name)
 
 
 def run_adopt(*, instance) -> GraphRun:

@@ -19,19 +19,6 @@ TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
 LIVE = (PENDING, EXECUTING)
 
-EVENT_TYPES = (
-    "run_started",
-    "token_spawned",
-    "node_started",
-    "node_completed",
-    "node_failed",
-    "fan_in_waiting",
-    "fan_in_completed",
-    "context_updated",
-    "run_completed",
-    "run_failed",
-)
-
 
 @dataclass
 class Token:
@@ -46,6 +33,7 @@ class Token:
     branch_total: int | None = None
     output: object = None
     error: dict | None = None
+    handled: bool = False  # it failed and a failure route took over (not a branch failure)
 
 
 @dataclass
@@ -80,6 +68,13 @@ class RunState:
     dirty: set[str] = field(default_factory=set)  # token paths changed since the last flush
     context_dirty: bool = False
     outcome: tuple | None = None  # ("completed", output) | ("failed", error)
+    max_fan_out: int | None = None  # the most branches one fan-out may open
+    max_steps: int | None = None  # the engine's steps per run
+    visits: int = 0  # nodes dispatched so far (each took at least one engine step)
+    # Engine steps one fan-out branch takes at least, by the kind of its first node (the
+    # interpreter version sets it: graphs.lanes.BRANCH_STEPS); other kinds take one.
+    branch_steps: dict[str, int] = field(default_factory=dict)
+    gated: bool = False  # the run timed out and waits at its human gate
 
     @property
     def context(self) -> dict:

@@ -23,6 +23,16 @@ urlpatterns = [
         name="graphs-binding-pin",
     ),
     path(
+        "v1/graphs/bindings/<str:name>/disable",
+        views.BindingDisableView.as_view(),
+        name="graphs-binding-disable",
+    ),
+    path(
+        "v1/graphs/bindings/<str:name>/enable",
+        views.BindingEnableView.as_view(),
+        name="graphs-binding-enable",
+    ),
+    path(
         "v1/graphs/bindings/<str:name>/runs",
         views.RunCreateView.as_view(),
         name="graphs-runs-create",

@@ -10,12 +10,14 @@ they recorded (docs/workflows/faults.md, "keep old versions registered"):
 - v1 — the same function as before v2 existed — runs them one after another in token order.
 """
 
+from django.conf import settings
+
 from graphs import decisions, services, spec
 from graphs.executor import Executor, to_ms
 from graphs.lanes import LaneExecutor
 from graphs.models import GraphRun
 from graphs.services import GRAPH_WORKFLOW
-from workflows import workflow
+from workflows import limits, workflow
 from workflows.models import WorkflowInstance
 
 
@@ -45,8 +47,14 @@ def load(event) -> tuple:
         )
         run = services.run_adopt(instance=instance)
     graph = spec.parse(run.definition.document)  # published: immutable, so replay-safe
+    params = event.payload or {}
     state = decisions.start(
-        graph, (event.payload or {}).get("input"), now_ms=to_ms(event.timestamp)
+        graph,
+        params.get("input"),
+        now_ms=to_ms(event.timestamp),
+        # Fixed at run creation (services.run_params); runs created before it take the setting.
+        max_fan_out=params.get("max_fan_out") or settings.GRAPHS_MAX_FAN_OUT,
+        max_steps=limits.STEPS_PER_RUN_MAX,
     )
     return run, graph, state
 

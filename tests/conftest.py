@@ -83,6 +83,7 @@ def _media_root(settings, tmp_path):
     settings.ME_RECONCILE_SECONDS = 0
     # Calls to (the fake) Terra are not paced unless a test says so (tests/ingest/test_terra_client.py).
     settings.TERRA_API_RATE_PER_SECOND = None
+    settings.GRAPHS_HTTP_RATE_PER_HOST = None
 
 
 @pytest.fixture

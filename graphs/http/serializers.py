@@ -8,6 +8,10 @@ class GraphErrorSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     ref = serializers.CharField(required=False, allow_null=True)
+    field = serializers.CharField(required=False)
+    schema_ref = serializers.CharField(
+        required=False, help_text="the offending $ref of a JSON Schema (invalid_graph)"
+    )
 
 
 class DefinitionDocumentSerializer(serializers.Serializer):
@@ -18,8 +22,17 @@ class DefinitionDocumentSerializer(serializers.Serializer):
     initial_node = serializers.CharField()
     input_schema = serializers.JSONField(required=False)
     context_schema = serializers.JSONField(required=False)
+    output_schema = serializers.JSONField(
+        required=False, help_text="the final context is checked against it (OutputInvalid)"
+    )
+    tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     timeout = serializers.CharField(required=False)
-    on_timeout = serializers.ChoiceField(choices=["fail", "cancel_all"], required=False)
+    on_timeout = serializers.ChoiceField(
+        choices=["fail", "cancel_all", "human_gate"], required=False
+    )
+    timeout_gate = serializers.CharField(
+        required=False, help_text="human_gate: the human node a timed-out run waits at"
+    )
     nodes = serializers.ListField(child=serializers.JSONField())
     transitions = serializers.ListField(child=serializers.JSONField())
 
@@ -32,6 +45,7 @@ class DefinitionSerializer(serializers.Serializer):
     checksum = serializers.CharField()
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField())
     document = serializers.JSONField()
 
 
@@ -48,6 +62,7 @@ class ListQuerySerializer(serializers.Serializer):
 
 class DefinitionListQuerySerializer(ListQuerySerializer):
     name = serializers.CharField(required=False, max_length=64)
+    tag = serializers.CharField(required=False, max_length=64, help_text="versions with this tag")
 
 
 class BindingCreateSerializer(serializers.Serializer):
@@ -64,11 +79,19 @@ class BindingSerializer(serializers.Serializer):
     name = serializers.CharField()
     definition = serializers.CharField(source="definition_name")
     pinned_version = serializers.IntegerField(allow_null=True)
+    enabled = serializers.BooleanField(help_text="false: new runs are refused (409 disabled)")
     updated_at = serializers.DateTimeField()
 
 
 class RunCreateSerializer(serializers.Serializer):
     input = serializers.JSONField(required=False, allow_null=True)
+    version = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="a canary: run this published version of the binding's definition instead "
+        "of the one the binding points at (the pointer stays)",
+    )
 
 
 class RunSummarySerializer(serializers.Serializer):
@@ -82,6 +105,9 @@ class RunSummarySerializer(serializers.Serializer):
 
 class RunListQuerySerializer(ListQuerySerializer):
     binding = serializers.CharField(required=False, max_length=64)
+    tag = serializers.CharField(
+        required=False, max_length=64, help_text="runs of definition versions with this tag"
+    )
 
 
 class RunListSerializer(serializers.Serializer):

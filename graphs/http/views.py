@@ -1,8 +1,9 @@
 """HTTP API under /v1/graphs (routes in graphs/urls.py). Each view parses with its serializer,
 calls a service or selector and renders; refusals are GraphError/WorkflowError → {"code",
-"message"}. Scopes: graphs:read (GET), graphs:write (definitions, bindings, pin),
-graphs:run (start runs, send events). Run management (pause, terminate, …) uses the workflow
-routes of the run's engine instance, with the workflow scopes."""
+"message"}. Scopes: graphs:read (GET), graphs:write (definitions, bindings: pin, disable,
+enable), graphs:run (start runs, canaries included; send events). Run management (pause,
+terminate, …) uses the workflow routes of the run's engine instance, with the workflow
+scopes."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -59,7 +60,10 @@ class DefinitionListCreateView(GraphsView):
         query = s.DefinitionListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         rows, cursor, more = page(
-            selectors.definitions(name=query.validated_data.get("name")), query
+            selectors.definitions(
+                name=query.validated_data.get("name"), tag=query.validated_data.get("tag")
+            ),
+            query,
         )
         body = {
             "definitions": [selectors.definition_body(d) for d in rows],
@@ -157,6 +161,36 @@ class BindingPinView(GraphsView):
         return Response(s.BindingSerializer(binding).data)
 
 
+class BindingEnableView(GraphsView):
+    """POST …/disable or …/enable: new runs refused (409 disabled) or allowed again."""
+
+    scopes = {"POST": "write"}
+    enabled = True
+
+    @extend_schema(
+        request=None,
+        responses={200: s.BindingSerializer, **ERRORS},
+        summary="Enable a binding again; audited",
+        operation_id="graphs_binding_enable",
+    )
+    def post(self, request, name):
+        binding = services.binding_set_enabled(name=name, enabled=self.enabled, request=request)
+        return Response(s.BindingSerializer(binding).data)
+
+
+class BindingDisableView(BindingEnableView):
+    enabled = False
+
+    @extend_schema(
+        request=None,
+        responses={200: s.BindingSerializer, **ERRORS},
+        summary="Disable a binding: new runs 409 disabled, running ones go on; audited",
+        operation_id="graphs_binding_disable",
+    )
+    def post(self, request, name):
+        return super().post(request, name)
+
+
 class RunCreateView(GraphsView):
     scopes = {"POST": "run"}
 
@@ -164,7 +198,8 @@ class RunCreateView(GraphsView):
         request=s.RunCreateSerializer,
         parameters=[idempotency_header(True)],
         responses={201: s.RunSummarySerializer, **ERRORS},
-        summary="Start a run of the binding's version (input checked against input_schema)",
+        summary="Start a run of the binding's version, or of `version` (a canary); input "
+        "checked against input_schema",
         operation_id="graphs_runs_create",
     )
     @idempotent(required=True)
@@ -172,7 +207,10 @@ class RunCreateView(GraphsView):
         body = s.RunCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = services.run_create(
-            binding_name=name, run_input=body.validated_data.get("input"), request=request
+            binding_name=name,
+            run_input=body.validated_data.get("input"),
+            version=body.validated_data.get("version"),
+            request=request,
         )
         return Response(selectors.run_summary(run), status=201)
 
@@ -188,7 +226,10 @@ class RunListView(GraphsView):
         query = s.RunListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         rows, cursor, more = page(
-            selectors.runs(binding=query.validated_data.get("binding")), query
+            selectors.runs(
+                binding=query.validated_data.get("binding"), tag=query.validated_data.get("tag")
+            ),
+            query,
         )
         return Response(
             {

@@ -24,14 +24,18 @@ def demo_run(web, harness, settings):
 
 
 def test_the_example_file_is_a_valid_graph():
-    graph = parse(json.loads(EXAMPLE.read_text()))
+    graph = parse(json.loads(EXAMPLE.read_text()), publishing=True)
     assert graph.initial_node == "load" and set(graph.nodes) == {
         "load",
         "notify",
+        "phone-clinic",
+        "notified",
         "ack",
         "done",
         "escalate",
     }
+    assert [t.target for t in graph.outgoing("notify", "failure")] == ["phone-clinic"]
+    assert graph.tags == ("labs", "clinic")
 
 
 def test_demo_run_notifies_each_out_of_range_marker_and_waits_for_the_clinician(

@@ -1,5 +1,5 @@
-"""Fixtures for graph tests: a harness with a controllable clock, postgres_only skips, and a
-fake network for the http action."""
+"""Fixtures for graph tests: a harness with a controllable clock, postgres_only skips, a fake
+network for the http action, and real stand-in servers for it (stand_in)."""
 
 from datetime import UTC, datetime
 
@@ -9,6 +9,7 @@ from django.db import connection
 
 import tests.graphs.helpers  # noqa: F401 - registers the test actions
 from graphs import http_action
+from tests.graphs.standin import StandIn
 from workflows.testing import WorkflowHarness
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -59,3 +60,19 @@ def web(settings):
     yield fake
     http_action.set_transport(None)
     http_action.set_resolver(None)
+
+
+@pytest.fixture
+def stand_in(settings):
+    """stand_in(*answers) → a running StandIn whose host the http action may reach."""
+    opened = []
+
+    def start(*script):
+        server = StandIn(list(script)).__enter__()
+        opened.append(server)
+        settings.GRAPHS_HTTP_ALLOWED_HOSTS = [s.host for s in opened]
+        return server
+
+    yield start
+    for server in opened:
+        server.__exit__()

@@ -33,17 +33,25 @@ def doc(nodes, transitions, initial=None, **extra) -> dict:
     }
 
 
-def parse(document) -> spec.Graph:
-    return spec.parse(document, known_workflows={"child-wf"})
+def parse(document, *, publishing=False) -> spec.Graph:
+    return spec.parse(document, known_workflows={"child-wf"}, publishing=publishing)
+
+
+class Failure(Exception):
+    """A node failure for the Driver carrying what the executor adds (attempts, child)."""
+
+    def __init__(self, message: str, **details):
+        super().__init__(message)
+        self.details = details
 
 
 class Driver:
     """Runs a graph purely: `results` maps a node ref to its output (or a callable
     (state, path) → output, or an Exception to fail the node)."""
 
-    def __init__(self, document, run_input=None, *, now_ms=0):
+    def __init__(self, document, run_input=None, *, now_ms=0, **limits):
         self.graph = parse(document)
-        self.state = decisions.start(self.graph, run_input or {}, now_ms=now_ms)
+        self.state = decisions.start(self.graph, run_input or {}, now_ms=now_ms, **limits)
         self.dispatched: list[tuple[str, str]] = []
 
     def run(self, results: dict, *, at_ms=None, max_dispatch=10_000):
@@ -52,9 +60,12 @@ class Driver:
             if not batch:
                 return None
             first = batch[0]
-            if isinstance(first, decisions.Complete | decisions.Fail):
-                if isinstance(first, decisions.Complete):
-                    decisions.finish(self.state)
+            if isinstance(first, decisions.Complete):
+                decisions.finish(self.graph, self.state)
+                if self.state.outcome[0] == "failed":
+                    continue  # the output_schema refused the context
+                return first
+            if isinstance(first, decisions.Fail):
                 return first
             if isinstance(first, decisions.FanInTimeout):
                 decisions.apply_fan_in_timeout(self.graph, self.state, first.group)
@@ -70,9 +81,9 @@ class Driver:
                 result = result(self.state, path)
             when = self.state.clock_ms if at_ms is None else at_ms(path, ref)
             if isinstance(result, Exception):
-                decisions.node_failed(
-                    self.graph, self.state, path, {"name": "E", "message": str(result)}, at_ms=when
-                )
+                error = {"name": type(result).__name__, "message": str(result)}
+                error.update(getattr(result, "details", {}))  # e.g. {"attempts": 3}
+                decisions.node_failed(self.graph, self.state, path, error, at_ms=when)
             else:
                 decisions.node_completed(self.graph, self.state, path, result, at_ms=when)
         raise AssertionError("graph never finished")

@@ -33,3 +33,8 @@ def _trace(path: str, node: str, index) -> None:
     with open(path, "a") as handle:
         handle.write(f"{node} {index} {os.getpid()}\n")
         handle.flush()
+
+
+@graph_action("tests.many_items")
+def many_items(input: dict) -> dict:  # noqa: A002
+    return {"items": list(range(input["count"]))}

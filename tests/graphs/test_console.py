@@ -112,3 +112,14 @@ def test_approve_on_one_of_several_waiting_branches_answers_that_branch(console,
     answered = GraphToken.objects.get(run=run, path_id="0.2.0")
     assert answered.status == "completed" and answered.output["approved"] is False
     assert GraphToken.objects.get(run=run, path_id="0.0.0").status == "executing"
+
+
+def test_the_drawing_marks_failure_routes(console):
+    document = doc(
+        [node("call"), node("done"), node("escalate")],
+        [{"from": "call", "to": "done"}, {"from": "call", "to": "escalate", "on": "failure"}],
+        name="drawn",
+    )
+    definition = services.definition_create(document=document)
+    html = console.get(f"/admin/graphs/graphdefinition/{definition.pk}/change/").content.decode()
+    assert "on failure" in html and 'stroke="#b91c1c"' in html

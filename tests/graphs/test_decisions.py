@@ -367,3 +367,23 @@ def test_context_schema_violation_fails_the_run():
     outcome = d.run({"a": {"n": "not a number"}})
     assert outcome.error["name"] == "ContextInvalid"
     assert outcome.error["errors"][0]["path"] == "/n"
+
+
+def test_branch_writes_never_reach_the_parent_context_they_share_values_with():
+    document = doc(
+        [
+            node("load", output_mapping={"/items": "/items", "/shared": "/shared"}),
+            node("work", output_mapping={"/shared/list/-": "/v", "/shared/deep/x": "/v"}),
+            node("join"),
+        ],
+        [
+            t("load", "work", ref="each", foreach={"collection": "/items"}),
+            t("work", "join", synchronization={"fan_out": "each"}),
+        ],
+    )
+    d = Driver(document)
+    shared = {"list": [0], "deep": {"x": 0}}
+    d.run({"load": {"items": [1, 2], "shared": shared}, "work": {"v": 9}})
+    assert d.state.context["shared"] == {"list": [0], "deep": {"x": 0}}
+    branches = [c for scope, c in d.state.contexts.items() if scope]
+    assert [c["shared"] for c in branches] == [{"list": [0, 9], "deep": {"x": 9}}] * 2

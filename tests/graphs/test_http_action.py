@@ -131,3 +131,24 @@ def test_http_node_in_a_run_retries_5xx_and_refuses_private_targets(web, harness
     assert leak.status == "failed"
     attempts = {s["name"]: s["attempts"] for s in harness.history("graph-run", run.run_id)["steps"]}
     assert attempts["1 leak"] == 1  # refusals are not retried
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("2", 2.0),
+        (" 120 ", 120.0),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # a date in the past: now
+        ("soon", None),
+        ("-1", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_an_http_date(value, seconds):
+    from datetime import UTC, datetime
+
+    now = datetime(2015, 10, 21, 7, 28, 0, tzinfo=UTC)
+    from ops.pacing import retry_after_seconds
+
+    assert retry_after_seconds(value, now=now) == seconds

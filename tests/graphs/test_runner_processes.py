@@ -23,7 +23,7 @@ BRANCHES = 6
 SLOW = 2
 
 
-def start_runner(tmp_path, n: int) -> subprocess.Popen:
+def start_runner(tmp_path, n: int, extra_env: dict | None = None) -> subprocess.Popen:
     s = connection.settings_dict
     url = f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
     env = {
@@ -32,6 +32,7 @@ def start_runner(tmp_path, n: int) -> subprocess.Popen:
         "WORKFLOWS_MODULES": "tests.graphs.process_actions",
         "WORKFLOWS_LEASE_SECONDS": "2",
         "LOG_LEVEL": "WARNING",
+        **(extra_env or {}),
     }
     log = open(tmp_path / f"runner-{n}.log", "w")  # noqa: SIM115
     cmd = [sys.executable, "manage.py", "runworkflows", "--poll", "0.1", "--concurrency", "1"]
