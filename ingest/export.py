@@ -21,7 +21,7 @@ from ops.userdata import Subject, UserData, subject_of, user_data_sources
 log = logging.getLogger(__name__)
 
 FORMAT, VERSION = "vitalflow-export", 1
-ROW_CHUNK = 1000  # rows read per query
+ROW_CHUNK = 100  # rows read per query (a typed row's `raw` may hold 60 KB of samples)
 COPY_PIECE = 1024 * 1024  # bytes of a stored file copied at a time
 WRITE_BUFFER = 256 * 1024  # JSON lines gathered before each write into the archive
 # Exports per user per hour: each reads everything the user has.
