@@ -5,14 +5,13 @@ walk. Apps fill it in AppConfig.ready(); ops knows nothing of what they store.
   identifiers: a delivery named by a Terra user id), their stored files and byte attachments;
 - identifier providers: strings that name the user or their records elsewhere (username, Terra
   user ids, upload ids), gathered once into a `Subject` before anything is deleted;
-- stoppers: called before a wipe to stop the user's live work (terminate instances and runs);
+- stoppers: called first by a wipe to stop the user's live work (terminate instances and runs);
 - mentions: text and JSON columns of operator history (audit rows, admin log) that may name a
   user; a wipe replaces each identifier there, keeping the row.
 
 docs/health-data.md tells how the wipe and the export use them.
 """
 
-import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,8 +20,6 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Cast
-
-log = logging.getLogger(__name__)
 
 USERNAME = "username"  # the identifier kind every subject has
 
@@ -101,8 +98,9 @@ def subject_of(user) -> Subject:
 
 
 def stopper_register(name: str, stop: Callable[[Subject], int]) -> None:
-    """`stop(subject)` → how many live things of the user it stopped; a wipe calls it first,
-    outside its transaction (a workflow engine terminates the user's instances this way)."""
+    """`stop(subject)` → how many live things of the user it stopped; a wipe calls it first, in
+    its transaction, before any row is deleted (a workflow engine terminates the user's
+    instances this way)."""
     _stoppers[name] = stop
 
 
