@@ -265,7 +265,7 @@ def test_another_apps_stopper_runs_before_anything_is_deleted(alice, registries)
 
 
 def test_the_simulator_deauthenticates_and_then_sends_a_deauth(monkeypatch, alice):
-    from ingest import simulator
+    from demo import simulator
     from ingest.terra import client as terra_client
 
     sent: list[dict] = []
