@@ -1,0 +1,134 @@
+"""A client-side bound on every database round trip of a worker process: a watchdog thread shuts
+down a PostgreSQL connection that has had a command in flight with nothing sent or received for
+DB_ROUND_TRIP_SECONDS, so the driver's wait ends with an error instead of lasting for hours.
+docs/liveness.md › Silent connections says why TCP settings alone cannot do it and what it costs.
+"""
+
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+import weakref
+
+from django.conf import settings
+from django.db.backends.signals import connection_created
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 0.5  # how late past the bound a silent connection may be shut down
+# struct tcp_info (linux/tcp.h, stable since 2.6): tcpi_last_data_sent, tcpi_last_ack_sent and
+# tcpi_last_data_recv, milliseconds ago, at byte 44.
+_TCP_INFO_TIMES = struct.Struct("=III")
+_TCP_INFO_TIMES_AT = 44
+
+
+def bound_seconds() -> float:
+    """DB_ROUND_TRIP_SECONDS (30 by default); 0 turns the watch off."""
+    return float(getattr(settings, "DB_ROUND_TRIP_SECONDS", 30))
+
+
+class _Watch:
+    """The PostgreSQL connections of this process's threads (Django's per-thread wrappers, held
+    weakly), and the thread that looks at them every TICK_SECONDS. One per process: the thread
+    is started by the first connection watched in each process (django-q2 forks its workers)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._wrappers: weakref.WeakSet = weakref.WeakSet()
+        self._pid = 0
+
+    def add(self, wrapper) -> None:
+        if wrapper.vendor != "postgresql":
+            return
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._wrappers = weakref.WeakSet()
+                threading.Thread(target=self._run, name="db-round-trip-watch", daemon=True).start()
+            self._wrappers.add(wrapper)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(TICK_SECONDS)
+            bound = bound_seconds()
+            if bound <= 0:
+                continue
+            with self._lock:
+                wrappers = list(self._wrappers)
+            for wrapper in wrappers:
+                try:
+                    cut_if_silent(wrapper, bound)
+                except Exception:  # the watch must outlive anything one connection does
+                    log.debug("round-trip watch: checking a connection failed", exc_info=True)
+
+
+def cut_if_silent(wrapper, bound: float) -> bool:
+    """Shut down `wrapper`'s connection when a command is in flight on it (libpq's ACTIVE: a
+    query, a COMMIT, any statement sent and not yet answered) and the socket has neither sent
+    nor received a byte for `bound` seconds. True when it did.
+
+    Read from another thread: the psycopg connection object is held here, so a connection its
+    owner closes meanwhile reads as closed (never a freed one); the socket is duplicated before
+    it is judged, and judged only while that connection still owns that descriptor."""
+    from psycopg import pq
+
+    conn = wrapper.connection
+    if conn is None:
+        return False
+    pgconn = conn.pgconn
+    if pgconn.transaction_status != pq.TransactionStatus.ACTIVE:
+        return False
+    try:
+        fd = pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+    except Exception:  # closed meanwhile
+        return False
+    try:
+        if pgconn.transaction_status != pq.TransactionStatus.ACTIVE or pgconn.socket != fd:
+            return False
+        quiet = _quiet_seconds(sock)
+        if quiet is None or quiet < bound:
+            return False
+        sock.shutdown(socket.SHUT_RDWR)
+        log.warning(
+            "database connection silent for %.1f s with a command in flight: shut down "
+            "(DB_ROUND_TRIP_SECONDS=%s); the work fails and is taken up again",
+            quiet,
+            bound,
+        )
+        return True
+    except Exception:
+        return False
+    finally:
+        sock.close()
+
+
+def _quiet_seconds(sock: socket.socket) -> float | None:
+    """Seconds since the socket last sent or received data (TCP_INFO; keepalive probes are not
+    data). None where TCP_INFO is not known: a Unix socket, a system other than Linux."""
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        sent, _, received = _TCP_INFO_TIMES.unpack_from(raw, _TCP_INFO_TIMES_AT)
+    except (AttributeError, OSError, struct.error):
+        return None
+    return min(sent, received) / 1000
+
+
+_watch = _Watch()
+
+
+def _connection_created(sender, connection, **kwargs) -> None:
+    _watch.add(connection)
+
+
+def watch_start() -> None:
+    """Bound the round trips of every connection this process opens from now on, and of this
+    thread's open one (ops.liveness starts it with a worker's heartbeat). Idempotent."""
+    if bound_seconds() <= 0:
+        return
+    connection_created.connect(_connection_created, dispatch_uid="ops-dbwatch")
+    from django.db import DEFAULT_DB_ALIAS, connections
+
+    _watch.add(connections[DEFAULT_DB_ALIAS])
