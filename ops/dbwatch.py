@@ -1,9 +1,11 @@
 """A client-side bound on every database round trip of a worker process: a watchdog thread shuts
 down a PostgreSQL connection that has had a command in flight with nothing sent or received for
-DB_ROUND_TRIP_SECONDS, so the driver's wait ends with an error instead of lasting for hours.
-docs/liveness.md › Silent connections says why TCP settings alone cannot do it and what it costs.
+DB_ROUND_TRIP_SECONDS, unless the server says it is still running it, so the driver's wait ends
+with an error instead of lasting for hours. docs/liveness.md › Silent connections says why TCP
+settings alone cannot do it and what it costs.
 """
 
+import asyncio
 import logging
 import os
 import socket
@@ -18,6 +20,11 @@ from django.db.backends.signals import connection_created
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.5  # how late past the bound a silent connection may be shut down
+PROBE_SECONDS = 5.0  # the most asking the server may take (connecting included)
+# Is this backend running a statement? Asked on a connection of the watch's own.
+BACKEND_STATE = "SELECT state FROM pg_stat_activity WHERE pid = %s"
+# What psycopg.connect takes from Django besides libpq's parameters, of no use to the probe.
+_NOT_LIBPQ = ("cursor_factory", "context", "prepare_threshold")
 # struct tcp_info (linux/tcp.h, stable since 2.6): tcpi_last_data_sent, tcpi_last_ack_sent and
 # tcpi_last_data_recv, milliseconds ago, at byte 44.
 _TCP_INFO_TIMES = struct.Struct("=III")
@@ -38,6 +45,8 @@ class _Watch:
         self._lock = threading.Lock()
         self._wrappers: weakref.WeakSet = weakref.WeakSet()
         self._pid = 0
+        # wrapper → monotonic time before which it is not asked about again (it was running)
+        self._asked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def add(self, wrapper) -> None:
         if wrapper.vendor != "postgresql":
@@ -46,6 +55,7 @@ class _Watch:
             if self._pid != os.getpid():
                 self._pid = os.getpid()
                 self._wrappers = weakref.WeakSet()
+                self._asked = weakref.WeakKeyDictionary()
                 threading.Thread(target=self._run, name="db-round-trip-watch", daemon=True).start()
             self._wrappers.add(wrapper)
 
@@ -57,17 +67,26 @@ class _Watch:
                 continue
             with self._lock:
                 wrappers = list(self._wrappers)
+            now = time.monotonic()
             for wrapper in wrappers:
+                if self._asked.get(wrapper, 0) > now:
+                    continue
                 try:
-                    cut_if_silent(wrapper, bound)
+                    if cut_if_silent(wrapper, bound) == RUNNING:
+                        self._asked[wrapper] = time.monotonic() + bound
                 except Exception:  # the watch must outlive anything one connection does
                     log.debug("round-trip watch: checking a connection failed", exc_info=True)
 
 
-def cut_if_silent(wrapper, bound: float) -> bool:
+CUT, RUNNING = "cut", "running"
+
+
+def cut_if_silent(wrapper, bound: float, probe=None) -> str | None:
     """Shut down `wrapper`'s connection when a command is in flight on it (libpq's ACTIVE: a
-    query, a COMMIT, any statement sent and not yet answered) and the socket has neither sent
-    nor received a byte for `bound` seconds. True when it did.
+    query, a COMMIT, any statement sent and not yet answered), its socket has neither sent nor
+    received a byte for `bound` seconds, and the server does not say that its backend is
+    running a statement (`probe`, server_running by default: a long statement is the server
+    at work, not a silent connection). CUT when it did, RUNNING when the server is at work.
 
     Read from another thread: the psycopg connection object is held here, so a connection its
     owner closes meanwhile reads as closed (never a freed one); the socket is duplicated before
@@ -76,33 +95,60 @@ def cut_if_silent(wrapper, bound: float) -> bool:
 
     conn = wrapper.connection
     if conn is None:
-        return False
+        return None
     pgconn = conn.pgconn
     if pgconn.transaction_status != pq.TransactionStatus.ACTIVE:
-        return False
+        return None
     try:
-        fd = pgconn.socket
+        fd, backend = pgconn.socket, pgconn.backend_pid
         sock = socket.socket(fileno=os.dup(fd))
     except Exception:  # closed meanwhile
-        return False
+        return None
     try:
         if pgconn.transaction_status != pq.TransactionStatus.ACTIVE or pgconn.socket != fd:
-            return False
+            return None
         quiet = _quiet_seconds(sock)
         if quiet is None or quiet < bound:
-            return False
+            return None
+        if (probe or server_running)(wrapper, backend):
+            return RUNNING
         sock.shutdown(socket.SHUT_RDWR)
         log.warning(
-            "database connection silent for %.1f s with a command in flight: shut down "
-            "(DB_ROUND_TRIP_SECONDS=%s); the work fails and is taken up again",
+            "database connection silent for %.1f s with a command in flight and its backend "
+            "not running it: shut down (DB_ROUND_TRIP_SECONDS=%s); the work fails and is "
+            "taken up again",
             quiet,
             bound,
         )
-        return True
+        return CUT
     except Exception:
-        return False
+        return None
     finally:
         sock.close()
+
+
+def server_running(wrapper, backend: int) -> bool:
+    """True when the server, asked on a new connection within PROBE_SECONDS, says `backend` is
+    running a statement. False when it is idle (the statement or its answer was lost on the
+    way), gone, or the server cannot be asked in time (frozen, partitioned)."""
+    import psycopg
+
+    params = {k: v for k, v in wrapper.get_connection_params().items() if k not in _NOT_LIBPQ}
+
+    async def ask() -> bool:
+        conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+        try:
+            cursor = await conn.execute(BACKEND_STATE, [backend])
+            row = await cursor.fetchone()
+        finally:
+            await conn.close()
+        return row is not None and row[0] == "active"
+
+    try:
+        return asyncio.run(asyncio.wait_for(ask(), PROBE_SECONDS))
+    except Exception:  # unreachable, refused, too slow: nobody says it is at work
+        log.info("round-trip watch: the server could not be asked", exc_info=True)
+        return False
 
 
 def _quiet_seconds(sock: socket.socket) -> float | None:

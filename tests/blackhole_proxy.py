@@ -32,6 +32,7 @@ class Link:
     silent: bool = False
     opened_at: float = field(default_factory=time.monotonic)
     silenced_at: float | None = None
+    held_since: float | None = None  # the client's first byte that the silence held
     client_closed_at: float | None = None  # the client shut its side down (FIN or RST)
     to_upstream: bytearray = field(default_factory=bytearray)
     to_client: bytearray = field(default_factory=bytearray)
@@ -85,7 +86,7 @@ class BlackholeProxy:
         with self._lock:
             self._new_silent = False
             for link in self.links:
-                link.silent = False
+                link.silent, link.held_since = False, None
 
     def silenced(self) -> list[Link]:
         with self._lock:
@@ -163,6 +164,8 @@ class BlackholeProxy:
         except OSError:
             data = b""
         if data:
+            if side == "client" and link.silent and link.held_since is None:
+                link.held_since = time.monotonic()
             (link.to_upstream if side == "client" else link.to_client).extend(data)
         elif side == "client":
             link.client_closed_at = time.monotonic()

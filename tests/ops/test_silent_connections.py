@@ -1,7 +1,8 @@
 """A database connection that goes silent fails within a bound instead of hanging: libpq's
 keepalives and TCP user timeout on every PostgreSQL connection (a partition that drops packets),
 and a worker's round-trip watch (ops.dbwatch) where the far side still acknowledges, shown here
-through a proxy that stops forwarding without closing."""
+through a proxy that stops forwarding without closing. A statement the server is still running
+is no silent connection: it is left to finish."""
 
 import os
 import socket
@@ -148,3 +149,24 @@ def test_an_idle_connection_is_left_alone_and_works_once_the_partition_heals(wat
 @pytest.mark.django_db
 def test_a_statement_answered_within_the_bound_is_not_cut(watched):
     assert _query(watched, "SELECT 1 FROM pg_sleep(0.3)") == (1,)
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_a_statement_the_server_runs_longer_than_the_bound_is_left_to_finish(watched):
+    # A daily clean-up's big DELETE says nothing until it is done; the server, asked on a
+    # connection of the watch's own, says it is running.
+    backend = watched.connection.info.backend_pid
+    finished, raised = _in_thread(lambda: _query(watched, "SELECT 1 FROM pg_sleep(3)"))
+    assert finished and raised == []
+    assert watched.connection.info.backend_pid == backend and _query(watched) == (1,)
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_a_statement_is_cut_when_the_server_cannot_be_asked_either(watched, proxy):
+    # Held new connections: the watch's question times out (a frozen or unreachable server).
+    assert _query(watched) == (1,)
+    proxy.blackhole(new=True)
+    finished, raised = _in_thread(lambda: _query(watched))
+    assert finished and [type(exc) for exc in raised] == [OperationalError]
