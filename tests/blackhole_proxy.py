@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 CHUNK = 65536
+DROPPED_WITHIN = 60  # the promise: a silent connection is dropped within this (default bounds)
+WAIT_SECONDS = 120  # a bound for a stuck test, not a figure
 
 
 @dataclass(eq=False)
@@ -197,3 +199,52 @@ class BlackholeProxy:
 def _shut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
+
+
+# -- helpers of the PostgreSQL process tests ------------------------------------------------------
+
+
+def to_the_test_database() -> BlackholeProxy:
+    """A proxy to the server of the test database (use it as a context manager)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    return BlackholeProxy(s["HOST"] or "127.0.0.1", s["PORT"] or 5432)
+
+
+def proxied_database_url(proxy: BlackholeProxy) -> str:
+    """DATABASE_URL of the test database, through the proxy."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@127.0.0.1:{proxy.port}/{s['NAME']}"
+
+
+TERMINATE = b"X\x00\x00\x00\x04"  # PostgreSQL's Terminate message: a client's clean close
+
+
+def dropped_mid_statement(proxy: BlackholeProxy) -> list[Link]:
+    """Links open before the silence (connected upstream) that their client shut down while a
+    statement it sent was held, without the Terminate of a clean close. A connection attempt
+    made during the silence (held, never connected upstream) that its client gave up on
+    (connect_timeout) is not one."""
+    return [
+        link
+        for link in proxy.silenced()
+        if link.upstream is not None
+        and link.closed_by_client
+        and link.held_since is not None
+        and not bytes(link.to_upstream).endswith(TERMINATE)
+    ]
+
+
+def wait_until(what: str, predicate, seconds: float = WAIT_SECONDS):
+    """predicate()'s first true answer, polled every 0.2 s; AssertionError after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {seconds} s")

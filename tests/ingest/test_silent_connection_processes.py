@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,13 @@ from django.db import connection
 
 from ingest.models import RawEvent, RawEventState
 from ingest.queue import queue_publish
-from tests.blackhole_proxy import BlackholeProxy
+from tests.blackhole_proxy import (
+    DROPPED_WITHIN,
+    dropped_mid_statement,
+    proxied_database_url,
+    to_the_test_database,
+    wait_until,
+)
 from tests.factories import RawEventFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,21 +32,12 @@ pytestmark = [
     pytest.mark.postgres_only,
     pytest.mark.slow,
 ]
-DROPPED_WITHIN = 60  # the promise: a silent connection is dropped within this (default bounds)
-WAIT_SECONDS = 120  # a bound for a stuck test, not a figure
 
 
 @pytest.fixture
 def proxy():
-    s = connection.settings_dict
-    with BlackholeProxy(s["HOST"] or "127.0.0.1", s["PORT"] or 5432) as proxy:
+    with to_the_test_database() as proxy:
         yield proxy
-
-
-def proxied_database_url(proxy) -> str:
-    s = connection.settings_dict
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@127.0.0.1:{proxy.port}/{s['NAME']}"
 
 
 @pytest.fixture
@@ -79,26 +75,6 @@ def cluster(proxy, tmp_path, settings):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-
-
-def dropped_mid_statement(proxy) -> list:
-    """Silenced links the client shut down while a statement it sent was held (a clean close
-    sends PostgreSQL's Terminate message, "X", and is not this)."""
-    return [
-        link
-        for link in proxy.silenced()
-        if link.closed_by_client and link.held_since and link.to_upstream[:1] != b"X"
-    ]
-
-
-def wait_until(what: str, predicate, seconds: float = WAIT_SECONDS):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {seconds} s")
 
 
 def cluster_worker(client, pid: int) -> dict | None:

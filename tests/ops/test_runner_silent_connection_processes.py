@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.blackhole_proxy import BlackholeProxy
-from tests.ingest.test_silent_connection_processes import (
+from tests.blackhole_proxy import (
     DROPPED_WITHIN,
     dropped_mid_statement,
     proxied_database_url,
+    to_the_test_database,
     wait_until,
 )
 from tests.ops import silent_workflows  # noqa: F401  (registers the workflow here too)
@@ -35,8 +35,7 @@ pytestmark = [
 
 @pytest.fixture
 def proxy():
-    s = connection.settings_dict
-    with BlackholeProxy(s["HOST"] or "127.0.0.1", s["PORT"] or 5432) as proxy:
+    with to_the_test_database() as proxy:
         yield proxy
 
 
@@ -92,14 +91,15 @@ def heartbeat_ports(proxy) -> set[int]:
         return {port for (port,) in cursor.fetchall()}
 
 
-def silence_after_the_first_step(proxy, runner, admin_client, tmp_path) -> None:
+def silence_during_a_step(proxy, runner, admin_client, tmp_path) -> None:
     """Start an instance, silence every connection of the runner but its heartbeat's (and hold
-    new ones) while its first step runs, then let the step return."""
+    new ones) while its second step runs (the first one's boundary is written), then let the
+    step return: its boundary write goes into the silence."""
     wait_until("the runner beats", lambda: runner_worker(admin_client, runner.pid))
     folder = tmp_path / "steps"
     folder.mkdir()
     get_workflow("liveness-silent-boundary").create(id="silent", params={"folder": str(folder)})
-    wait_until("the first step running", lambda: (folder / "stalled").exists())
+    wait_until("the second step running", lambda: (folder / "stalled").exists())
     # Its first beat ends with a COMMIT (the row is created); the next ones are one UPDATE.
     beating = wait_until("the heartbeat's connection", lambda: heartbeat_ports(proxy))
     assert proxy.blackhole(lambda link: link.upstream_port not in beating, new=True) >= 1
@@ -110,13 +110,13 @@ def completed() -> bool:
     return WorkflowInstance.objects.filter(instance_id="silent", status="complete").exists()
 
 
-def test_a_runner_whose_connection_goes_silent_after_a_step_drops_it_and_completes_the_instance(
+def test_a_runner_whose_connection_goes_silent_after_a_boundary_drops_it_and_completes(
     runner, proxy, admin_client, tmp_path
 ):
     # Seen: a runworkflows whose connection went silent after a step-boundary write hung for
     # as long as anyone watched (with default TCP keepalives, about two hours) while it beat
     # every 2 s; its instance stayed active until another runner took the lease.
-    silence_after_the_first_step(proxy, runner, admin_client, tmp_path)
+    silence_during_a_step(proxy, runner, admin_client, tmp_path)
     [silent, *_] = wait_until(
         "a silent connection dropped by the runner",
         lambda: dropped_mid_statement(proxy),
@@ -127,7 +127,7 @@ def test_a_runner_whose_connection_goes_silent_after_a_step_drops_it_and_complet
     )
     proxy.heal()
     wait_until("the instance completed", completed)
-    assert WorkflowInstance.objects.get(instance_id="silent").output == 3
+    assert WorkflowInstance.objects.get(instance_id="silent").output == 3  # 0 + 1 + 2
 
 
 @pytest.mark.skip(
@@ -139,7 +139,7 @@ def test_a_runner_that_beats_but_writes_no_boundary_while_a_task_is_due_is_shown
     runner, proxy, admin_client, tmp_path
 ):
     wait_until("the runner beats", lambda: runner_worker(admin_client, runner.pid))
-    silence_after_the_first_step(proxy, runner, admin_client, tmp_path)
+    silence_during_a_step(proxy, runner, admin_client, tmp_path)
     # Its lease (3 s) runs out while it hangs: the task is due and nobody writes a boundary.
     stuck = wait_until(
         "the runner shown stuck",

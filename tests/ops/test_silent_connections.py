@@ -15,7 +15,7 @@ from django.db.utils import load_backend
 
 from config.settings import database_from_url
 from ops import dbwatch
-from tests.blackhole_proxy import BlackholeProxy
+from tests.blackhole_proxy import to_the_test_database
 
 WAIT_SECONDS = 30  # a bound for a stuck test, not a figure
 
@@ -45,8 +45,7 @@ def test_the_bounds_are_overridden_from_the_environment_and_by_the_url(monkeypat
 
 @pytest.fixture
 def proxy():
-    s = connection.settings_dict
-    with BlackholeProxy(s["HOST"] or "127.0.0.1", s["PORT"] or 5432) as proxy:
+    with to_the_test_database() as proxy:
         yield proxy
 
 
