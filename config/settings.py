@@ -116,16 +116,38 @@ def database_from_url(url: str) -> dict:
         return sqlite_database(str(name if name.is_absolute() else PROJECT_ROOT / name))
     if engine != "django.db.backends.postgresql":
         raise ImproperlyConfigured(f"DATABASE_URL engine {engine} is not supported (PostgreSQL)")
-    # connect_timeout: a database that accepts TCP but never answers fails the connect in
-    # seconds instead of hanging a request or a worker (the URL's query may override).
-    options = parsed["OPTIONS"] = {
-        "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
-        **parsed.get("OPTIONS", {}),
-    }
+    # Bounds on a connection that goes silent (below); the URL's query may override each.
+    options = parsed["OPTIONS"] = {**postgres_connection_bounds(), **parsed.get("OPTIONS", {})}
     if not parsed.get("HOST") and options.get("host"):
         parsed["HOST"] = options.pop("host")  # ?host=/run/postgresql: a socket folder
     parsed["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME") or None}
     return dict(parsed)
+
+
+# --- Database connection bounds (PostgreSQL) ---------------------------------------------------
+# A connection that goes silent (a network partition: no FIN, no RST) fails within about 30 s
+# instead of waiting out TCP's two hours. libpq's documented parameters, set on every connection:
+# - connect_timeout: a database that accepts TCP but never answers fails the connect in seconds;
+# - keepalives: an idle connection is probed after DB_KEEPALIVES_IDLE s, every
+#   DB_KEEPALIVES_INTERVAL s, and dropped after DB_KEEPALIVES_COUNT unanswered probes (25 s);
+# - tcp_user_timeout: one whose sent data stays unacknowledged for DB_TCP_USER_TIMEOUT_MS
+#   (a statement sent into a partition) is dropped.
+# Where the far kernel still acknowledges (a frozen server, a proxy that lost its upstream) TCP
+# cannot tell: worker processes also cut a round trip silent for DB_ROUND_TRIP_SECONDS
+# (ops.dbwatch; 0 turns it off; it must exceed the longest statement a worker runs).
+# docs/liveness.md › Silent connections.
+def postgres_connection_bounds() -> dict:
+    return {
+        "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
+        "keepalives": 1 if env_bool("DB_KEEPALIVES", True) else 0,
+        "keepalives_idle": env_int("DB_KEEPALIVES_IDLE", 10),
+        "keepalives_interval": env_int("DB_KEEPALIVES_INTERVAL", 5),
+        "keepalives_count": env_int("DB_KEEPALIVES_COUNT", 3),
+        "tcp_user_timeout": env_int("DB_TCP_USER_TIMEOUT_MS", 30_000),
+    }
+
+
+DB_ROUND_TRIP_SECONDS = float(env_str("DB_ROUND_TRIP_SECONDS", "30"))
 
 
 def sqlite_database(path: str) -> dict:
@@ -307,6 +329,9 @@ INGEST_POLL_SECONDS = float(env_str("INGEST_POLL_SECONDS", "1"))
 # is stale after two missed beats and leaves the console's list after HEARTBEAT_FORGET_SECONDS.
 HEARTBEAT_SECONDS = float(env_str("HEARTBEAT_SECONDS", "15"))
 HEARTBEAT_FORGET_SECONDS = float(env_str("HEARTBEAT_FORGET_SECONDS", "3600"))
+# A process that beats but has finished no work (a row, a step boundary) for this long while
+# work it could take has waited this long is shown stuck (console, /readyz?verbose=1).
+WORKER_STUCK_SECONDS = float(env_str("WORKER_STUCK_SECONDS", "120"))
 TERRA_DEMO_WEBHOOK_URL = env_str("TERRA_DEMO_WEBHOOK_URL", "http://127.0.0.1:8000/webhook/terra")
 
 LAB_UPLOAD_MAX_BYTES = env_int("LAB_UPLOAD_MAX_BYTES", 10 * 1024 * 1024)

@@ -28,6 +28,12 @@ class IngestConfig(AppConfig):
 
         post_spawn.connect(poller_start, dispatch_uid="ingest-due-poller")
 
+        # A qcluster's work, for the console's "stuck" flag (ops.liveness).
+        from ingest.selectors import consumer_work_waiting_since
+        from ops.liveness import CLUSTER, work_register
+
+        work_register(CLUSTER, consumer_work_waiting_since)
+
         from ingest.metrics import ingest_gauges
         from ops.metrics import scrape_register
 

@@ -41,6 +41,7 @@ from ingest.traces import trace_row
 from ingest.wiped import SKIPPED as WIPED_USER
 from ingest.wiped import delivery_is_wiped, wiped_prefetched
 from ops import tracing
+from ops.liveness import progress_mark
 from ops.request_id import log_fields_reset, log_fields_set, reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,7 @@ class Pieces:
                 if not store.progress_write(self.row.pk, end, self.lease_until, renewed):
                     raise _LostClaim
             self.lease_until, self.row.progress, start = renewed, end, end
+            progress_mark()  # a committed piece is progress (ops.liveness)
 
     def close(self) -> None:
         """Roll back a piece the normalizer left unfinished (it raised mid-way)."""
@@ -254,6 +256,7 @@ def _run_group(group: list[tuple[RawEvent, datetime]], now: datetime) -> dict[st
         except Exception:
             log.info("a batch of %s rows rolled back: each runs alone", len(group), exc_info=True)
         else:
+            progress_mark()  # rows finished: this worker progresses (ops.liveness)
             for row, _, outcome, _ in written:
                 consumer_counted(outcome.state, row.event_type)
                 drop_body(row)
@@ -302,6 +305,7 @@ def _run_alone(row: RawEvent, lease_until: datetime, now: datetime) -> str:
             except Exception as exc:
                 state = _failed(row, pieces.lease_until, exc, claimed_user, now, began)
         if state != NOT_CLAIMED:
+            progress_mark()  # a row finished: this worker progresses (ops.liveness)
             consumer_counted(state, row.event_type)  # /metrics: consumer throughput by outcome
         tracing.set_attributes(span, {"raw_event.outcome": state})
         return state

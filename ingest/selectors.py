@@ -5,9 +5,10 @@ from datetime import timedelta
 
 import django_filters
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 
+from ingest.decisions import CLAIMABLE
 from ingest.errors import InvalidFilter, RawEventNotFound, UserNotFound
 from ingest.models import (
     ImportJob,
@@ -219,3 +220,20 @@ def user_overview(*, user) -> dict:
         "dlq": stats["dlq"],
         "imports": list(ImportJob.objects.filter(user=user).order_by("-created_at")[:5]),
     }
+
+
+def consumer_work_waiting_since(*, now=None):
+    """Since when the oldest row a consumer could claim now has waited (ops.liveness: a cluster
+    that beats but finishes nothing while this is old is stuck): pending rows since receipt,
+    rows due again (retries, parked backoff, leases of dead workers) since they fell due; rows
+    parked until an event releases them do not wait for a consumer. None when nothing waits.
+    Two reads of the partial indexes raw_events_unfinished and raw_events_due."""
+    now = now or timezone.now()
+    fresh = RawEvent.objects.filter(
+        state=RawEventState.PENDING, next_attempt_at__isnull=True
+    ).aggregate(at=Min("received_at"))["at"]
+    due = RawEvent.objects.filter(
+        state__in=CLAIMABLE, next_attempt_at__isnull=False, next_attempt_at__lte=now
+    ).aggregate(at=Min("next_attempt_at"))["at"]
+    found = [at for at in (fresh, due) if at is not None]
+    return min(found) if found else None

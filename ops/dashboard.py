@@ -1,6 +1,7 @@
-"""The ops panel of the console's front page: which worker processes are alive (by heartbeat),
-a red banner when no consumer or no workflow runner is, and the django-q2 schedules that are
-overdue (not run for twice their period: the cluster that should run them is down or stuck)."""
+"""The ops panel of the console's front page: which worker processes are alive (by heartbeat)
+and when each last finished work, a red banner when no consumer or no workflow runner is or one
+is stuck (beats, finishes nothing, work waits), and the django-q2 schedules that are overdue
+(not run for twice their period: the cluster that should run them is down or stuck)."""
 
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ BANNERS = (
         "neither a qcluster nor a runworkflows process has beaten lately",
     ),
 )
+STUCK_TITLES = {liveness.CLUSTER: "Stuck consumer", liveness.RUNNER: "Stuck workflow runner"}
 KIND_LABELS = {
     liveness.CLUSTER: "qcluster (consumer, schedules, workflow wake tasks)",
     liveness.RUNNER: "runworkflows (workflow runner)",
@@ -91,6 +93,19 @@ def ops_dashboard_context() -> dict:
         for title, kinds, why in BANNERS
         if not any(live.get(kind) for kind in kinds)
     ]
+    for w in workers:
+        if w["stuck"]:
+            w["stuck_for"] = human_duration(timedelta(seconds=w["stuck_seconds"]))
+            banners.append(
+                {
+                    "title": STUCK_TITLES.get(w["kind"], f"Stuck {w['kind']}"),
+                    "why": f"{w['host']} pid {w['pid']} beats but has finished nothing for "
+                    f"{w['stuck_for']} while work waits",
+                }
+            )
+    for w in workers:
+        if w["progress_age_seconds"] is not None:
+            w["progress_ago"] = human_duration(timedelta(seconds=w["progress_age_seconds"]))
     by_kind = [
         {
             "kind": kind,
@@ -105,5 +120,6 @@ def ops_dashboard_context() -> dict:
         "by_kind": by_kind,
         "beat_seconds": liveness.heartbeat_seconds(),
         "stale_after_seconds": liveness.stale_after().total_seconds(),
+        "stuck_after": human_duration(liveness.stuck_after()),
         "overdue": schedules_overdue(),
     }

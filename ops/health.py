@@ -128,7 +128,9 @@ def readyz(request):
 
 
 def verbose_details(*, database_ok: bool) -> dict:
-    """?verbose=1: the worker processes that beat lately (ops.liveness), stale ones marked."""
+    """?verbose=1: the worker processes that beat lately (ops.liveness), stale and stuck ones
+    marked: `last_progress` is when the process last finished work (a row, a step boundary),
+    `stuck_seconds` how long it has beaten without finishing any while work waited."""
     if not database_ok:
         return {"workers": None}
     workers = liveness.workers_live()
@@ -138,10 +140,15 @@ def verbose_details(*, database_ok: bool) -> dict:
                 "kind": w["kind"],
                 "host": w["host"],
                 "pid": w["pid"],
+                "state": w["state"],
                 "last_seen": w["last_seen"].isoformat(),
                 "stale": w["stale"],
+                "last_progress": w["last_progress"].isoformat() if w["last_progress"] else None,
+                "stuck": w["stuck"],
+                "stuck_seconds": round(w["stuck_seconds"]) if w["stuck"] else None,
             }
             for w in workers
         ],
         "live_workers": liveness.live_count_by_kind(workers),
+        "stuck_workers": liveness.stuck_count_by_kind(workers),
     }

@@ -157,10 +157,21 @@ def _refused(status: int) -> JsonResponse:
 
 
 def liveness_gauges():
-    """Live (not stale) worker processes by kind, from the heartbeat table (a few rows)."""
+    """Live (not stale) and stuck (beating, work waiting, nothing finished) worker processes
+    by kind, from the heartbeat table (a few rows)."""
     from ops import liveness
 
+    workers = liveness.workers_live()
     live = gauge("workers_live", "Worker processes whose heartbeat is fresh", ["kind"])
-    for kind, n in liveness.live_count_by_kind(liveness.workers_live()).items():
+    for kind, n in liveness.live_count_by_kind(workers).items():
         live.add_metric([kind], n)
     yield live
+    stuck = gauge(
+        "workers_stuck",
+        "Worker processes that beat but have finished nothing for WORKER_STUCK_SECONDS "
+        "while work waits",
+        ["kind"],
+    )
+    for kind, n in liveness.stuck_count_by_kind(workers).items():
+        stuck.add_metric([kind], n)
+    yield stuck

@@ -128,7 +128,8 @@ class IdempotencyKey(models.Model):
 class WorkerHeartbeat(models.Model):
     """One row per long-running process (a qcluster, a `runworkflows`), refreshed every
     HEARTBEAT_SECONDS by ops.liveness; times come from the database's clock so hosts with
-    skewed clocks agree on what is stale."""
+    skewed clocks agree on what is stale. last_progress_at is when it last finished work (a
+    row, a step boundary), carried by its beats: a process that beats without it is stuck."""
 
     kind = models.CharField(max_length=32, help_text="cluster | runner")
     host = models.CharField(max_length=255)
@@ -136,6 +137,7 @@ class WorkerHeartbeat(models.Model):
     version = models.CharField(max_length=64, blank=True)
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
+    last_progress_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "worker_heartbeats"

@@ -137,3 +137,147 @@ def test_dashboard_workflows_panel_counts_errored_and_overdue_waits(admin_client
     assert "errored: 1" in page and "waiting: 1" in page
     assert "Errored in the last 24 h: <strong" in page
     assert "waits overdue (sleeps ended, waits timed out): <strong" in page
+
+
+# -- progress: a process that beats but finishes nothing while work waits is stuck -------------
+
+
+def _progressed(kind: str, pid: int, seconds_ago: float) -> None:
+    WorkerHeartbeat.objects.filter(kind=kind, pid=pid).update(
+        last_progress_at=timezone.now() - timedelta(seconds=seconds_ago)
+    )
+
+
+def _pending_since(minutes: float):
+    from tests.factories import RawEventFactory
+
+    return RawEventFactory(received_at=timezone.now() - timedelta(minutes=minutes))
+
+
+def test_a_beat_carries_the_last_progress_and_a_cluster_keeps_its_latest(client):
+    heartbeat_beat(kind=CLUSTER, pid=21, host="a")
+    assert _workers(client)[0]["last_progress"] is None
+    heartbeat_beat(kind=CLUSTER, pid=21, host="a", progress_ago=5)
+    first = WorkerHeartbeat.objects.get().last_progress_at
+    assert timedelta(seconds=3) < timezone.now() - first < timedelta(seconds=7)
+    # Another worker process of the same cluster finished something longer ago: kept as is.
+    heartbeat_beat(kind=CLUSTER, pid=21, host="a", progress_ago=100)
+    assert WorkerHeartbeat.objects.get().last_progress_at == first
+    heartbeat_beat(kind=CLUSTER, pid=21, host="a", progress_ago=0)
+    assert WorkerHeartbeat.objects.get().last_progress_at > first
+    [worker] = _workers(client)
+    assert worker["last_progress"] and worker["state"] == "live" and worker["stuck"] is False
+
+
+def test_a_first_beat_with_progress_records_it(client):
+    heartbeat_beat(kind=RUNNER, pid=22, host="a", progress_ago=1)
+    assert WorkerHeartbeat.objects.get().last_progress_at is not None
+
+
+def test_a_cluster_that_beats_but_finished_nothing_while_rows_wait_is_stuck(client, admin_client):
+    heartbeat_beat(kind=CLUSTER, pid=31, host="box-a")
+    _progressed(CLUSTER, 31, 20 * 60)
+    _pending_since(minutes=12)
+    [worker] = _workers(client)
+    assert worker["state"] == "stuck" and worker["stuck"] is True and worker["stale"] is False
+    assert 11 * 60 < worker["stuck_seconds"] < 13 * 60  # since the work began to wait
+    page = admin_client.get("/admin/").content.decode()
+    assert "Stuck consumer" in page
+    assert "box-a pid 31 beats but has finished nothing for 12" in page
+    assert ">stuck</strong> for 12" in page
+    assert "No live consumer" not in page  # it is there: stuck is what is wrong
+
+
+def test_a_cluster_that_never_progressed_is_stuck_once_work_has_waited(client):
+    heartbeat_beat(kind=CLUSTER, pid=32, host="a")
+    _pending_since(minutes=3)
+    ready = client.get("/readyz?verbose=1", HTTP_X_ADMIN_KEY=_key()).json()
+    assert [w["state"] for w in ready["workers"]] == ["stuck"]
+    assert ready["stuck_workers"] == {"cluster": 1, "runner": 0}
+    assert ready["live_workers"]["cluster"] == 1
+
+
+def _key() -> str:
+    _, key = api_key_create(name=f"prom-{ApiKey.objects.count()}", scopes=["metrics:read"])
+    return key
+
+
+def test_an_idle_cluster_with_nothing_waiting_is_not_stuck(client):
+    heartbeat_beat(kind=CLUSTER, pid=33, host="a")
+    _progressed(CLUSTER, 33, 3600)
+    [worker] = _workers(client)
+    assert worker["state"] == "live" and worker["stuck_seconds"] is None
+
+
+def test_work_that_arrived_a_moment_ago_does_not_make_a_cluster_stuck(client):
+    heartbeat_beat(kind=CLUSTER, pid=34, host="a")
+    _progressed(CLUSTER, 34, 3600)
+    _pending_since(minutes=0.5)
+    assert _workers(client)[0]["state"] == "live"
+
+
+def test_a_cluster_that_keeps_finishing_rows_is_not_stuck_behind_an_old_backlog(client):
+    heartbeat_beat(kind=CLUSTER, pid=35, host="a", progress_ago=10)
+    _pending_since(minutes=60)
+    assert _workers(client)[0]["state"] == "live"
+
+
+def test_a_row_due_again_counts_as_waiting_work_from_when_it_fell_due(client):
+    from ingest.models import RawEventState
+    from tests.factories import RawEventFactory
+
+    heartbeat_beat(kind=CLUSTER, pid=36, host="a")
+    _progressed(CLUSTER, 36, 3600)
+    RawEventFactory(
+        received_at=timezone.now() - timedelta(hours=1),
+        state=RawEventState.RETRYING,
+        attempts=1,
+        next_attempt_at=timezone.now() - timedelta(minutes=5),
+    )
+    [worker] = _workers(client)
+    assert worker["state"] == "stuck" and 4 * 60 < worker["stuck_seconds"] < 6 * 60
+
+
+def test_rows_leased_or_backing_off_are_not_waiting_work(client):
+    from ingest.models import RawEventState
+    from tests.factories import RawEventFactory
+
+    heartbeat_beat(kind=CLUSTER, pid=37, host="a")
+    _progressed(CLUSTER, 37, 3600)
+    later = timezone.now() + timedelta(minutes=5)
+    RawEventFactory(received_at=timezone.now() - timedelta(hours=1), next_attempt_at=later)
+    RawEventFactory(state=RawEventState.RETRYING, attempts=1, next_attempt_at=later)
+    RawEventFactory(state=RawEventState.PARKED, next_attempt_at=None)  # waits for an event
+    assert _workers(client)[0]["state"] == "live"
+
+
+def test_a_stale_cluster_is_stale_not_stuck(client):
+    heartbeat_beat(kind=CLUSTER, pid=38, host="a")
+    _age(CLUSTER, 38, 60)
+    _pending_since(minutes=30)
+    [worker] = _workers(client)
+    assert worker["state"] == "stale" and worker["stuck"] is False
+
+
+def test_a_runner_is_judged_only_on_work_registered_for_runners(client):
+    heartbeat_beat(kind=RUNNER, pid=39, host="a")
+    _pending_since(minutes=30)  # a consumer's work, not a runner's
+    assert _workers(client)[0]["state"] == "live"
+
+
+def test_a_failing_work_reader_leaves_the_list_readable(client, monkeypatch):
+    from ops import liveness
+
+    def broken():
+        raise RuntimeError("table missing")
+
+    monkeypatch.setitem(liveness._work, RUNNER, {"broken": broken})
+    heartbeat_beat(kind=RUNNER, pid=40, host="a")
+    assert _workers(client)[0]["state"] == "live"
+
+
+def test_stuck_after_is_a_setting(client, settings):
+    settings.WORKER_STUCK_SECONDS = 3600
+    heartbeat_beat(kind=CLUSTER, pid=41, host="a")
+    _pending_since(minutes=30)
+    assert _workers(client)[0]["state"] == "live"

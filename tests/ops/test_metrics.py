@@ -120,3 +120,13 @@ def test_metrics_report_workflows_and_live_workers(client, metrics_key, settings
     assert samples[("vitalflow_workflow_wake_lag_seconds", ())] >= 180
     assert samples[("vitalflow_workers_live", (("kind", "cluster"),))] == 1
     assert samples[("vitalflow_workers_live", (("kind", "runner"),))] == 0
+    assert samples[("vitalflow_workers_stuck", (("kind", "cluster"),))] == 0
+
+
+def test_metrics_count_a_stuck_cluster(client, metrics_key, settings):
+    settings.HEARTBEAT_SECONDS = 15
+    heartbeat_beat(kind=CLUSTER, pid=6, host="a")
+    RawEventFactory(received_at=timezone.now() - timedelta(minutes=10))  # waits; nothing finished
+    samples = _scrape(client, metrics_key)
+    assert samples[("vitalflow_workers_live", (("kind", "cluster"),))] == 1
+    assert samples[("vitalflow_workers_stuck", (("kind", "cluster"),))] == 1
