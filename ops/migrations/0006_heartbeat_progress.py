@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ops', '0004_rate_counters_and_pacers'),
+        ('ops', '0005_audit_subject_and_read_counts'),
     ]
 
     operations = [
