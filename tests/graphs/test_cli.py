@@ -13,7 +13,9 @@ from workflows.runner import tick
 
 @pytest.fixture
 def vf(live_server, db):
-    _, raw = api_key_create(name="cli", scopes=["graphs:read", "graphs:write", "graphs:run"])
+    _, raw = api_key_create(
+        name="cli", scopes=["graphs:read", "graphs:write", "graphs:run", "graphs:approve"]
+    )
 
     def run(*argv):
         out, err = io.StringIO(), io.StringIO()
@@ -96,7 +98,7 @@ def test_events_with_a_token_answer_that_branch(vf):
     )
     assert code == 0 and "(token 0.1.0)" in out, err
     code, _, err = vf("graphs", "events", "--run", run.run_id, "--type", "ok", "--token", "0.1.0")
-    assert code == 1 and "no_waiting_human" in err
+    assert code == 1 and "already_answered" in err and "api_key:" in err  # names the first
 
 
 def test_cli_errors_show_the_api_code(vf):
