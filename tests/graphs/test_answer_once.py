@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from django.core.servers.basehttp import ThreadedWSGIServer
 from django.db import connection
 from django.test.testcases import LiveServerThread, _StaticFilesHandler
 
@@ -16,7 +17,6 @@ from ops.models import AuditLog
 from ops.services import api_key_create
 from tests.graphs.conftest import START
 from tests.graphs.test_approvals import answer, outcome, publish_binding, waiting_run
-from tests.ops.test_idempotency import _RoomyServer
 from workflows.models import WorkflowEvent
 from workflows.testing import WorkflowHarness
 
@@ -149,6 +149,10 @@ def test_an_answer_whose_audit_row_cannot_be_written_is_not_stored(
 
 
 # -- real concurrency on PostgreSQL ---------------------------------------------------------------
+
+
+class _RoomyServer(ThreadedWSGIServer):
+    request_queue_size = 128  # every caller connects at once; the default backlog is 10
 
 
 class _RoomyLiveServerThread(LiveServerThread):

@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from rest_framework.test import APIClient
 
-from graphs import selectors, services
+from graphs import answers, selectors, services
+from graphs.errors import FourEyes
 from graphs.models import GraphAnswer, GraphRun
 from ops.models import AuditLog
 from tests.factories import UserFactory
@@ -240,6 +241,27 @@ def test_without_four_eyes_the_starter_may_answer(operator_api, harness):
     assert answer(starter, run).status_code == 200
 
 
+def test_a_child_run_is_started_by_whoever_started_its_parent(harness):
+    publish_binding("child-gate", gate_doc(name="child-gate", four_eyes=True))
+    parent = doc(
+        [node("sub", "workflow", action={"binding": "child-gate"}, retries={"limit": 0})],
+        [],
+        name="parent",
+    )
+    publish_binding("parent", parent)
+    services.run_create(binding_name="parent", run_input={}, actor="user:alice")
+    harness.run_until_idle()
+    child = GraphRun.objects.get(binding_name="child-gate")
+    assert child.started_by == "user:alice"
+
+    with pytest.raises(FourEyes):
+        answers.run_answer(run_id=child.run_id, type="ack", token="0", actor="user:alice")
+    answers.run_answer(
+        run_id=child.run_id, type="ack", payload={"approved": True}, token="0", actor="user:bob"
+    )
+    assert outcome(harness, child) == "approved"
+
+
 def test_four_eyes_must_be_a_boolean(operator_api, db):
     writer = operator_api("graphs:write")
     writer.post("/v1/graphs/definitions", gate_doc(four_eyes="yes"), format="json")
@@ -275,6 +297,25 @@ def test_a_bindings_approvers_are_set_through_the_api_and_audited(operator_api, 
         .status_code
         == 403
     )
+
+
+def test_manage_py_graphs_approvers_sets_the_group_on_the_box(db):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from graphs.models import GraphBinding
+
+    publish_binding()
+    Group.objects.create(name="clinicians")
+    out = StringIO()
+    call_command("graphs", "approvers", "gate", "--group", "clinicians", stdout=out)
+    assert "answered by group clinicians" in out.getvalue()
+    assert GraphBinding.objects.get(name="gate").approvers.name == "clinicians"
+    row = AuditLog.objects.get(action="graph_binding.approvers")
+    assert row.actor == "manage.py" and row.metadata == {"from": None, "to": "clinicians"}
+    call_command("graphs", "approvers", "gate", stdout=out)
+    assert GraphBinding.objects.get(name="gate").approvers is None
 
 
 # -- the console --------------------------------------------------------------------------------

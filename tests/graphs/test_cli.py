@@ -104,3 +104,22 @@ def test_events_with_a_token_answer_that_branch(vf):
 def test_cli_errors_show_the_api_code(vf):
     code, _, err = vf("graphs", "get", "--name", "nope", "--version", "1")
     assert code == 1 and "definition_not_found" in err
+
+
+def test_approvers_names_the_group_that_answers_a_binding(vf):
+    from django.contrib.auth.models import Group
+
+    from graphs import services
+    from graphs.models import GraphBinding
+
+    Group.objects.create(name="clinicians")
+    definition = services.definition_create(document=doc([node("a")], [], name="cli-appr"))
+    services.definition_publish(name=definition.name, version=definition.version)
+    services.binding_create(name="cli-appr", definition="cli-appr")
+    code, out, err = vf("graphs", "approvers", "--binding", "cli-appr", "--group", "clinicians")
+    assert code == 0 and "answered by group clinicians" in out, err
+    assert GraphBinding.objects.get(name="cli-appr").approvers.name == "clinicians"
+    code, out, _ = vf("graphs", "approvers", "--binding", "cli-appr", "--none")
+    assert code == 0 and "global approvers only" in out
+    code, _, err = vf("graphs", "approvers", "--binding", "cli-appr", "--group", "nobody")
+    assert code == 1 and "group_not_found" in err
