@@ -166,6 +166,14 @@ def test_a_key_without_any_approve_scope_learns_nothing_about_the_run(operator_a
     assert AuditLog.objects.filter(action="graph_run.answer_denied").count() == 1
 
 
+def test_a_users_bearer_token_answers_nothing(user_api, harness):
+    publish_binding()
+    run = waiting_run(harness)
+    refused = answer(user_api, run)
+    assert refused.status_code == 403 and refused.json()["code"] == "permission_denied"
+    assert AuditLog.objects.get(action="graph_run.answer_denied").actor == "user:alice"
+
+
 def test_denials_are_audited_at_a_bounded_rate(operator_api, harness):
     publish_binding()
     run = waiting_run(harness)
