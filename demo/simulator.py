@@ -8,6 +8,7 @@ TERRA_DEMO_WEBHOOK_URL from a background thread.
   connected a wearable in the widget;
 - GET  /v2/subscriptions               → the connections we know;
 - POST /v2/lab-reports                 → {"upload_id"}, then a lab_report.completed delivery;
+- DELETE /v2/auth/deauthenticateUser   → success, then a deauth delivery, as Terra sends;
 - GET  https://{PING_HOST}/payloads/<name> → a payload parked by `ping_payload` (ping mode:
   `terra_simulate --ping` posts `s3_payload` pings whose URL points here; the files live under
   MEDIA_ROOT so the consumer, in another process, downloads them through this transport).
@@ -176,6 +177,18 @@ def _lab_report(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json={"upload_id": upload_id, "current_status": "processing"})
 
 
+def _deauthenticate(request: httpx.Request) -> httpx.Response:
+    # Terra knows its users whether or not we still hold their connection (a wipe deletes it
+    # before this call): any user id is deauthenticated, and its deauth delivery follows.
+    terra_user_id = request.url.params.get("user_id", "")
+    if not terra_user_id:
+        return httpx.Response(400, json={"status": "error", "message": "user_id is required"})
+    reference_id, provider = _reference_for(terra_user_id)
+    user = demo_payloads.terra_user(reference_id, provider=provider, terra_user_id=terra_user_id)
+    _deliver_later([{"type": "deauth", "status": "success", "user": {**user, "active": False}}])
+    return httpx.Response(200, json={"status": "success"})
+
+
 # The simulator's stand-in for Terra's payload bucket (ingest.normalizers.s3_payload fetches it
 # through the transport `install` gives it, without a DNS lookup).
 PING_HOST = "terra-payload-simulator.s3.amazonaws.com"
@@ -223,6 +236,8 @@ def simulator_handler(request: httpx.Request) -> httpx.Response:
         return _subscriptions(request)
     if request.method == "POST" and path == "/v2/lab-reports":
         return _lab_report(request)
+    if request.method == "DELETE" and path == "/v2/auth/deauthenticateUser":
+        return _deauthenticate(request)
     return httpx.Response(404, json={"status": "error", "message": f"simulator: no {path}"})
 
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from ingest import connections, drain, replay, wipe
 from ingest.models import RawEvent, RawEventState, TerraConnection
 from ingest.traces import trace_write
-from ops.services import SYSTEM_ACTOR, audit_log_write
+from ops.services import SYSTEM_ACTOR, actor_for, audit_log_write
 
 log = logging.getLogger(__name__)
 
@@ -108,19 +108,46 @@ def do_raw_events_mark_skipped(
 
 
 def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]:
-    """Delete all of `user`'s data and the user; returns rows deleted per table. The audit row
-    holds counts, never values."""
-    username, user_pk = user.username, user.pk
+    """Delete all of `user`'s data and the user; returns what went, per source. The audit row
+    names the user by id and holds counts, never values. Once it commits, each of the user's
+    Terra connections is deauthenticated at Terra, audited with its counts."""
+    user_pk = user.pk
+    terra_user_ids = list(
+        TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True)
+    )
+    actor = actor or actor_for(request)
     with transaction.atomic():
         counts = wipe.user_wipe(user=user)
         audit_log_write(
             action="user.wipe",
-            resource=f"user:{username}",
+            resource=f"user:{user_pk}",
             request=request,
             actor=actor,
-            metadata={"user_id": user_pk, "counts": counts},
+            subject=user_pk,
+            metadata={"counts": counts},
+        )
+        transaction.on_commit(
+            lambda: _deauthenticate_wiped(terra_user_ids, user_pk, request=request, actor=actor)
         )
     return counts
+
+
+def _deauthenticate_wiped(terra_user_ids: list[str], user_pk: int, *, request, actor) -> None:
+    """Until the workflow engine runs it as a durable workflow with retries, the deauthentication
+    runs once, here, after the wipe committed (a Terra outage leaves a `failed` count in its
+    audit row: an operator repeats it by hand)."""
+    if not terra_user_ids:
+        return
+    outcomes = connections.terra_users_deauthenticate(terra_user_ids=terra_user_ids)
+    audit_log_write(
+        action="terra_connection.deauthenticate",
+        resource=f"user:{user_pk}",
+        result="ok" if not outcomes["failed"] else f"partial:{outcomes['failed']}_failed",
+        request=request,
+        actor=actor,
+        subject=user_pk,
+        metadata=outcomes,
+    )
 
 
 def do_connection_backfill(
@@ -135,6 +162,7 @@ def do_connection_backfill(
         result="ok" if not failed else f"partial:{failed}_failed",
         request=request,
         actor=actor,
+        subject=connection.user_id,
         metadata={"days": days, "terra_user_id": connection.terra_user_id, "outcomes": outcomes},
     )
     return outcomes

@@ -16,6 +16,10 @@ class IngestConfig(AppConfig):
         register_user_table(UserTable("daily_summary", DailySummary))
         register_user_table(UserTable("sleep_sessions", SleepSession))
         register_user_table(UserTable("activities", Activity))
+        # Traces, raw events, imports, connections: for the wipe and the export (ops.userdata).
+        from ingest import userdata
+
+        userdata.register()
         # Rows due again (retries, parked backoff, dead workers' leases) run within a second:
         # a poller thread in each qcluster worker process (ingest.due).
         from django_q.signals import post_spawn

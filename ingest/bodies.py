@@ -46,6 +46,12 @@ def _pieces(pk: int, first: bytes, length: int) -> Iterator[bytes]:
         start += len(piece)
 
 
+def body_chunks(pk: int) -> Iterator[bytes]:
+    """A stored body as it was received, BODY_PIECE_BYTES at a time (the export streams it)."""
+    first, length = _piece(pk, 1)
+    yield from _pieces(pk, first, length)
+
+
 def with_body(row: RawEvent) -> RawEvent:
     """Load a body the claim left out (too big to travel with the batch)."""
     if row.body is None:

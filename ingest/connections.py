@@ -193,3 +193,43 @@ def connections_backfill_recent(*, days: int = RECONCILE_DAYS, user=None) -> dic
         data=summary,
     )
     return summary
+
+
+# What terra_user_deauthenticate answers: Terra revoked its access now, or it no longer knew the
+# user (revoked before: nothing left to do).
+DEAUTHENTICATED, NOT_AT_TERRA = "deauthenticated", "not_found"
+
+
+class TerraDeauthRetryable(Exception):
+    """Terra could not be reached, or answered 429 or 5xx: the call may succeed later."""
+
+
+def terra_user_deauthenticate(*, terra_user_id: str) -> str:
+    """Revoke Terra's access to one Terra user of a wiped user (DELETE
+    /v2/auth/deauthenticateUser). This is the step a durable workflow with retries runs for each
+    of the wiped user's connections: raises TerraDeauthRetryable for what may succeed later, and
+    TerraError for any other refusal (retrying cannot change it)."""
+    try:
+        get_terra_client().deauthenticate_user(terra_user_id=terra_user_id)
+    except TerraNetworkError as exc:
+        raise TerraDeauthRetryable(str(exc)[:300]) from None
+    except TerraError as exc:
+        if exc.status == 404:
+            return NOT_AT_TERRA
+        if exc.status == 429 or exc.status >= 500:
+            raise TerraDeauthRetryable(str(exc)[:300]) from None
+        raise
+    return DEAUTHENTICATED
+
+
+def terra_users_deauthenticate(*, terra_user_ids) -> dict[str, int]:
+    """Each id once, in order; counts by outcome ("failed" included). Best effort: what fails is
+    logged (counts, never the ids) and not tried again by this function."""
+    counts = {DEAUTHENTICATED: 0, NOT_AT_TERRA: 0, "failed": 0}
+    for terra_user_id in sorted(set(terra_user_ids)):
+        try:
+            counts[terra_user_deauthenticate(terra_user_id=terra_user_id)] += 1
+        except (TerraDeauthRetryable, TerraError) as exc:
+            log.warning("deauthenticating a wiped user's Terra connection failed: %s", exc)
+            counts["failed"] += 1
+    return counts

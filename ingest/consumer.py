@@ -38,6 +38,8 @@ from ingest.registry import (
 from ingest.store import consumer as store
 from ingest.terra.payload import Unparseable, payload_parse
 from ingest.traces import trace_row
+from ingest.wiped import SKIPPED as WIPED_USER
+from ingest.wiped import delivery_is_wiped, wiped_prefetched
 from ops import tracing
 from ops.request_id import log_fields_reset, log_fields_set, reset_request_id, set_request_id
 
@@ -163,8 +165,10 @@ def _consume_claimed(claimed: list[tuple[RawEvent, datetime]], now) -> dict[str,
             _tally(outcomes, _run_group(group, now or timezone.now()))
             group.clear()
 
-    # One user query for the batch, not one per row (rows mostly name their user).
-    with users_prefetched(row.reference_id for row, _ in claimed):
+    # One user query for the batch, not one per row (rows mostly name their user); one query
+    # for whether any of them names a wiped user.
+    rows = [row for row, _ in claimed]
+    with users_prefetched(row.reference_id for row in rows), wiped_prefetched(rows):
         for row, lease_until in claimed:
             if _goes_together(row):
                 group.append((row, lease_until))
@@ -422,6 +426,10 @@ def _write(written: list[tuple[RawEvent, datetime, Outcome, list]]) -> int:
 # -- which normalizer -----------------------------------------------------------------------------
 
 
+def _of_wiped_user(raw_event: RawEvent) -> NormalizeResult:
+    return NormalizeResult(ok=True, skipped=WIPED_USER)
+
+
 def _unparseable(raw_event: RawEvent) -> NormalizeResult:
     try:
         payload_parse(raw_event.body)
@@ -431,6 +439,9 @@ def _unparseable(raw_event: RawEvent) -> NormalizeResult:
 
 
 def _normalizer_for_row(row: RawEvent) -> Normalizer:
+    # Stored, not stored from: its user was wiped (and is not coming back to claim it).
+    if delivery_is_wiped(row):
+        return _of_wiped_user
     # A replayed delivery whose body is not a JSON object ends skipped again, with its reason.
     if row.payload is None:
         return _unparseable

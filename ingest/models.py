@@ -412,3 +412,18 @@ class ConsumeTicket(models.Model):
 
     def __str__(self):
         return f"ticket {self.pk} {self.created_at:%H:%M:%S}"
+
+
+class WipedReference(models.Model):
+    """A Terra user id or a lab upload reference of a wiped user, hashed (ingest.wipe): deliveries
+    that still arrive for it are stored and skipped (`skipped:wiped_user`), not parked waiting
+    for a user who will never come back. Only the digest is kept, never the id."""
+
+    digest = models.CharField(max_length=64, unique=True)  # the consumer's lookup
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)  # the clean-up's
+
+    class Meta:
+        db_table = "ingest_wiped_references"
+
+    def __str__(self):
+        return f"wiped {self.digest[:12]}…"

@@ -83,7 +83,8 @@ class UserTable:
 
     `model` has a `user` foreign key and an indexed `updated_at`. Registration order is the
     wipe order (children before parents). `stored_files(row)` names storage keys to delete after
-    the wipe commits. ingest registers its typed tables; labs registers its own in ready()."""
+    the wipe commits (and to copy into the export). ingest registers its typed tables; labs
+    registers its own in ready()."""
 
     key: str
     model: type
@@ -96,7 +97,21 @@ _user_tables: dict[str, UserTable] = {}
 
 
 def register_user_table(table: UserTable) -> None:
+    """Also a source of the user's data for the wipe and the export (ops.userdata), unless it
+    is not wiped (a view over another table: its rows are that table's)."""
+    from ops.userdata import UserData, user_data_register
+
     _user_tables[table.key] = table
+    if table.wipe:
+        model = table.model
+        user_data_register(
+            UserData(
+                table.key,
+                model,
+                lambda subject: model.objects.filter(user=subject.user),
+                stored_files=table.stored_files,
+            )
+        )
 
 
 def user_tables() -> list[UserTable]:

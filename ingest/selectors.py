@@ -121,9 +121,29 @@ def raw_event_get(*, raw_event_id) -> RawEvent:
 
 
 def traces(*, filters: dict | None = None) -> QuerySet[TraceEvent]:
-    return _filtered(
-        TraceFilter, filters, TraceEvent.objects.select_related("user", "raw_event")
-    ).order_by("-created_at", "-id")
+    # The raw event is joined for its user: never its body (up to 50 MB).
+    rows = TraceEvent.objects.select_related("user", "raw_event").defer("raw_event__body")
+    return _filtered(TraceFilter, filters, rows).order_by("-created_at", "-id")
+
+
+def trace_subject_id(row: TraceEvent) -> int | None:
+    """The user a trace row concerns: its own, or its delivery's."""
+    return row.user_id or (row.raw_event.user_id if row.raw_event_id else None)
+
+
+def raw_event_subject_id(row: RawEvent) -> int | None:
+    """The user a delivery concerns, also before the consumer resolved it: its connection's
+    user, or the user its reference_id names."""
+    if row.user_id is not None:
+        return row.user_id
+    if row.terra_user_id:
+        found = TerraConnection.objects.filter(terra_user_id=row.terra_user_id)
+        if user_id := found.values_list("user_id", flat=True).first():
+            return user_id
+    if row.reference_id:
+        found = get_user_model().objects.filter(username=row.reference_id)
+        return found.values_list("pk", flat=True).first()
+    return None
 
 
 def user_get(*, username: str):
@@ -133,15 +153,46 @@ def user_get(*, username: str):
     return user
 
 
-def user_raw_events(*, user) -> QuerySet[RawEvent]:
-    """Every raw event that belongs to `user`: resolved to them, or naming one of their
-    connections (ever) or their username as reference_id (before the consumer resolved it)."""
-    terra_ids = list(
-        TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True)
+# Rounds of following re-authentications back (old_user ids of old_user ids): a chain longer
+# than this is not a person's history.
+REAUTH_ROUNDS = 5
+
+
+def user_terra_user_ids(*, user) -> set[str]:
+    """Every Terra user id `user` ever had: their connections', those named by deliveries
+    resolved to them or carrying their username, and the ids their re-authentications retired
+    (a user_reauth moves the connection to the new id; deliveries for the old one stay)."""
+    ids = set(TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True))
+    ids |= set(
+        RawEvent.objects.filter(Q(user=user) | Q(reference_id=user.get_username()))
+        .exclude(terra_user_id="")
+        .values_list("terra_user_id", flat=True)
+        .distinct()
     )
-    match = Q(user=user) | Q(reference_id=user.username)
-    if terra_ids:
-        match |= Q(terra_user_id__in=terra_ids)
+    for _ in range(REAUTH_ROUNDS):
+        reauths = RawEvent.objects.filter(event_type="user_reauth", terra_user_id__in=ids)
+        retired = {_old_user_id(row) for row in reauths.only("id", "body").iterator()} - {""}
+        if retired <= ids:
+            break
+        ids |= retired
+    return ids
+
+
+def _old_user_id(row: RawEvent) -> str:
+    old = row.payload.get("old_user") if isinstance(row.payload, dict) else None
+    value = old.get("user_id") if isinstance(old, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def user_raw_events(*, user, terra_user_ids=None, references=()) -> QuerySet[RawEvent]:
+    """Every raw event that belongs to `user`: resolved to them, naming one of their Terra user
+    ids (ever), or carrying their username or one of `references` (lab upload ids) as
+    reference_id (before, or without, the consumer resolving it)."""
+    if terra_user_ids is None:
+        terra_user_ids = user_terra_user_ids(user=user)
+    match = Q(user=user) | Q(reference_id__in=[user.get_username(), *references])
+    if terra_user_ids:
+        match |= Q(terra_user_id__in=sorted(terra_user_ids))
     return RawEvent.objects.filter(match)
 
 

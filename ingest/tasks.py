@@ -9,6 +9,7 @@ from ingest.connections import RECONCILE_DAYS, connections_backfill_recent
 from ingest.consumer import raw_events_consume_batch, raw_events_consume_pending
 from ingest.drain import raw_events_drain
 from ingest.traces import trace_write, traces_delete_expired
+from ingest.wiped import wiped_deliveries_delete_expired
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def reconcile_task(days: int = RECONCILE_DAYS) -> dict:
 
 
 def cleanup_task() -> dict:
-    """Daily: traces past their retention."""
-    summary = {"traces": traces_delete_expired()}
+    """Daily: traces past their retention, and deliveries of wiped users with them."""
+    summary = {"traces": traces_delete_expired(), **wiped_deliveries_delete_expired()}
     log.info("ingest cleanup: %s", summary)
     return summary

@@ -1,74 +1,45 @@
-"""Wiping a user: every row of theirs in one transaction, in foreign-key-safe order, then their
-stored files once the rows are gone for good (a rolled-back wipe must not have lost the files).
-
-Order: the registered user tables (registration order is children-before-parents, see
-ingest.registry), then traces, raw events, import jobs, connections, tokens, and the user."""
+"""Wiping a user: in one transaction, stop their live work, delete every row that carries their
+data (ops.userdata's sources, in registration order), remember their Terra references as wiped
+(digests only: ingest.wiped), replace their identifiers in operator history, and delete the user;
+then their stored files once the rows are gone for good (a rolled-back wipe must not have lost
+the files). docs/health-data.md › Erasure."""
 
 import logging
 
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from ingest.models import ImportJob, TerraConnection, TraceEvent
-from ingest.registry import user_tables
-from ingest.selectors import user_raw_events
-from ops.models import UserToken
+from ingest.userdata import TERRA_REFERENCE, TERRA_USER_ID
+from ingest.wiped import wiped_references_record
+from ops.userdata import (
+    Subject,
+    mentions_redact,
+    subject_of,
+    user_data_sources,
+    user_data_stop,
+)
 
 log = logging.getLogger(__name__)
 # Keeps each DELETE ... IN (...) under SQLite's bound-parameter limit.
 DELETE_BATCH = 5000
 
 
-def _lab_reference_ids(user) -> list[str]:
-    """Lab-report deliveries carry an upload id as reference_id, not a username or a Terra user
-    id; collect those ids from any registered table that stores them (labs' lab_uploads)."""
-    refs: list[str] = []
-    for table in user_tables():
-        names = {f.name for f in table.model._meta.concrete_fields}
-        if "terra_upload_id" in names:
-            rows = table.model.objects.filter(user=user).values_list("terra_upload_id", "pk")
-            refs += [str(v) for row in rows for v in row if v]
-    return refs
-
-
-def _plan(user) -> list[tuple[str, object]]:
-    """(label, queryset) in delete order."""
-    raw = user_raw_events(user=user)
-    if refs := _lab_reference_ids(user):
-        raw = raw | raw.model.objects.filter(reference_id__in=refs)
-    raw_ids = raw.values("id")
-    steps: list[tuple[str, object]] = [
-        (t.key, t.model.objects.filter(user=user)) for t in user_tables() if t.wipe
-    ]
-    steps += [
-        (
-            "trace_events",
-            TraceEvent.objects.filter(user=user)
-            | TraceEvent.objects.filter(raw_event_id__in=raw_ids),
-        ),
-        ("raw_events", raw),
-        ("import_jobs", ImportJob.objects.filter(user=user)),
-        ("terra_connections", TerraConnection.objects.filter(user=user)),
-        ("user_tokens", UserToken.objects.filter(user=user)),
-    ]
-    return steps
-
-
 def user_wipe_preview(*, user) -> dict[str, int]:
-    """Per-table counts a wipe would delete, and its stored files: the same keys user_wipe
-    returns, so the confirmation page and the result message count the same things."""
-    counts = {label: qs.count() for label, qs in _plan(user)}
+    """Rows per source a wipe would delete, the user, and their stored files: the keys user_wipe
+    returns for them, so the confirmation page and the result message count the same things."""
+    subject = subject_of(user)
+    counts = {s.key: s.rows(subject).count() for s in user_data_sources() if s.wipe}
     counts["users"] = 1
-    counts["stored_files"] = len(_stored_files(user))
+    counts["stored_files"] = len(_stored_files(subject))
     return counts
 
 
-def _stored_files(user) -> list[str]:
+def _stored_files(subject: Subject) -> list[str]:
     keys: list[str] = []
-    for table in user_tables():
-        if table.wipe and table.stored_files is not None:
-            for row in table.model.objects.filter(user=user).iterator():
-                keys += [k for k in table.stored_files(row) if k]
+    for source in user_data_sources():
+        if source.wipe and source.stored_files is not None:
+            for row in source.rows(subject).iterator():
+                keys += [k for k in source.stored_files(row) if k]
     return keys
 
 
@@ -77,26 +48,37 @@ def _delete_files(keys: list[str]) -> None:
         try:
             default_storage.delete(key)
         except Exception:  # one stuck file must not keep the others
-            log.exception("could not delete stored file %s", key)
+            log.exception("could not delete a stored file of a wiped user")
 
 
 def user_wipe(*, user) -> dict[str, int]:
-    """Delete all of `user`'s data and the user; returns rows deleted per table (ingest.actions
-    audits the operator's)."""
-    username = user.username
+    """Delete all of `user`'s data and the user; returns rows deleted per source, the user, their
+    stored files (deleted after commit), things stopped, references remembered as wiped and
+    history rows redacted (ingest.actions audits the operator's wipe)."""
+    subject = subject_of(user)
     counts: dict[str, int] = {}
     with transaction.atomic():
-        files = _stored_files(user)
-        for label, qs in _plan(user):
-            # Evaluate ids first: a delete through an OR-ed queryset (traces) must not re-resolve
-            # its subquery after the raw events it points at are gone.
-            ids = list(qs.values_list("pk", flat=True))
+        stopped = user_data_stop(subject)
+        files = _stored_files(subject)
+        for source in user_data_sources():
+            if not source.wipe:
+                continue
+            # Ids first: a later source's query (traces by raw event) must not be re-resolved
+            # after the rows it points at are gone; only the key is loaded (never a body).
+            ids = list(source.rows(subject).values_list("pk", flat=True))
+            model = source.model
             for start in range(0, len(ids), DELETE_BATCH):
-                qs.model.objects.filter(pk__in=ids[start : start + DELETE_BATCH]).delete()
-            counts[label] = len(ids)
+                model.objects.filter(pk__in=ids[start : start + DELETE_BATCH]).only("pk").delete()
+            counts[source.key] = len(ids)
+        references = subject.ids(TERRA_USER_ID) | subject.ids(TERRA_REFERENCE)
+        wiped = wiped_references_record(values=references)
+        redacted = mentions_redact(subject=subject)
         user.delete()
         counts["users"] = 1
         counts["stored_files"] = len(files)
+        counts.update({f"stopped_{name}": n for name, n in stopped.items()})
+        counts["wiped_references"] = wiped
+        counts["history_redacted"] = redacted
         transaction.on_commit(lambda: _delete_files(files))
-    log.info("wiped user %s: %s", username, counts)
+    log.info("wiped user #%s: %s", subject.pk, counts)
     return counts

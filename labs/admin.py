@@ -12,7 +12,7 @@ from django.utils.html import format_html
 
 from labs import services
 from labs.models import Biomarker, LabUpload
-from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
+from ops.console import HealthDataAdmin, confirmation_page, is_confirmed
 
 
 class TerraStatusFilter(admin.SimpleListFilter):
@@ -56,7 +56,8 @@ class BiomarkerInline(admin.TabularInline):
 
 
 @admin.register(LabUpload)
-class LabUploadAdmin(ReadOnlyAdmin):
+class LabUploadAdmin(HealthDataAdmin):
+    read_thing = "lab_upload"  # its page lists the markers read from it
     list_display = (
         "terra_status",
         "created_at",
@@ -110,6 +111,7 @@ class LabUploadAdmin(ReadOnlyAdmin):
             stored = default_storage.open(upload.storage_key, "rb")
         except FileNotFoundError:
             raise Http404("The stored file is missing.") from None
+        self.audit_read(request, [upload], resource=f"lab_upload:{upload.pk}")
         extension = upload.storage_key.rsplit(".", 1)[-1]
         return FileResponse(
             stored,
@@ -181,7 +183,9 @@ class LabUploadAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Biomarker)
-class BiomarkerAdmin(ReadOnlyAdmin):
+class BiomarkerAdmin(HealthDataAdmin):
+    read_thing = "biomarker"
+    audit_list = True  # the list shows values
     list_display = (
         "measured_on",
         "user",

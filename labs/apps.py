@@ -20,3 +20,14 @@ class LabsConfig(AppConfig):
         )
         # A view: synced, never wiped itself (it empties when biomarkers are wiped).
         register_user_table(UserTable("biomarkers_wide", BiomarkerWide, wipe=False))
+
+        # Lab reports come back naming Terra's upload id (as reference_id): the wipe and the
+        # export find those deliveries, and the wipe remembers them as wiped, by these.
+        from ingest.userdata import TERRA_REFERENCE
+        from ops.userdata import identifiers_register
+
+        def upload_references(user) -> dict:
+            rows = LabUpload.objects.filter(user=user).values_list("pk", "terra_upload_id")
+            return {TERRA_REFERENCE: [str(v) for row in rows for v in row if v]}
+
+        identifiers_register(upload_references)

@@ -229,6 +229,7 @@ def lab_uploads_retry_forwarding(*, uploads, request=None) -> dict[str, int]:
             resource=f"lab_upload:{upload.pk}",
             result=upload.terra_status,
             request=request,
+            subject=upload.user_id,
             metadata={"before": before, "terra_upload_id": upload.terra_upload_id},
         )
     return counts

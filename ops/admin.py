@@ -1,6 +1,9 @@
 """Console pages for API keys, user tokens and the audit log."""
 
 from django.contrib import admin
+from django.core.exceptions import ObjectDoesNotExist
+from django.urls import reverse
+from django.utils.html import format_html
 
 from ops.console import ReadOnlyAdmin, console_report
 from ops.models import ApiKey, AuditLog, UserToken
@@ -39,10 +42,40 @@ class AuditLogAdmin(ReadOnlyAdmin):
         "created_at",
         "actor",
         "action",
+        "user_concerned",
+        "count",
+        "last_at",
         "resource",
         "result",
         "deduplicated",
         "request_id",
     )
     list_filter = ("action", "result", "deduplicated", "created_at")
-    search_fields = ("actor", "resource", "request_id", "idempotency_key")
+    search_fields = ("actor", "resource", "request_id", "idempotency_key", "=subject__username")
+    search_help_text = (
+        "actor, resource, request id, idempotency key, or the exact username of the user concerned"
+    )
+    readonly_fields = [f.name for f in AuditLog._meta.fields if f.name != "subject"] + [
+        "user_concerned"
+    ]
+    exclude = ("subject",)
+    list_select_related = ("subject",)
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # The user overview links here by the user's id (it outlives the user: a wipe keeps it).
+        if lookup in ("subject__id__exact", "subject_id", "subject__username"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    @admin.display(description="user concerned", ordering="subject_id")
+    def user_concerned(self, obj):
+        # By id: the user may be gone (wiped), and the id is all the row keeps of them.
+        if obj.subject_id is None:
+            return "—"
+        url = reverse("admin:ops_auditlog_changelist") + f"?subject__id__exact={obj.subject_id}"
+        try:
+            user = obj.subject  # joined on the list (None when the user is gone)
+        except ObjectDoesNotExist:  # a detail page of a row whose user was wiped
+            user = None
+        name = user.get_username() if user is not None else "gone"
+        return format_html('<a href="{}">{} (#{})</a>', url, name, obj.subject_id)

@@ -1,4 +1,5 @@
-"""ops' app: the console's front page, heartbeats, gauges, login audit and its clean-up schedule."""
+"""ops' app: the console's front page, heartbeats, gauges, login audit, its clean-up schedule, and
+what it stores about users (tokens, idempotent answers, history that names them)."""
 
 from django.apps import AppConfig
 
@@ -39,3 +40,28 @@ class OpsConfig(AppConfig):
         from ops.schedules import Spec, schedule_register
 
         schedule_register(Spec("ops-cleanup", "ops.tasks.cleanup", Schedule.DAILY, at=time(3, 45)))
+        _register_user_data()
+
+
+def _register_user_data() -> None:
+    from ops.idempotency import idempotency_keys_of
+    from ops.models import IdempotencyKey, UserToken
+    from ops.userdata import UserData, mentions_register, user_data_register
+
+    # Secrets (hashes): wiped, never exported.
+    user_data_register(
+        UserData(
+            "user_tokens", UserToken, lambda s: UserToken.objects.filter(user=s.user), export=False
+        )
+    )
+    # A day of replayable answers to operators' requests: wiped when they name the user; not
+    # the user's data to take with them.
+    user_data_register(
+        UserData("idempotency_keys", IdempotencyKey, idempotency_keys_of, export=False)
+    )
+    # Operator history keeps its rows through a wipe, with the user's identifiers replaced.
+    mentions_register("ops.AuditLog", ("actor", "resource", "metadata"))
+    mentions_register("admin.LogEntry", ("object_id", "object_repr", "change_message"))
+    mentions_register("axes.AccessAttempt", ("username", "get_data", "post_data"))
+    mentions_register("axes.AccessFailureLog", ("username",))
+    mentions_register("axes.AccessLog", ("username",))

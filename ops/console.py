@@ -1,7 +1,9 @@
 """Shared pieces of the operations console (the Django admin), used by every app's admin:
 
 - `ReadOnlyAdmin`: rows are evidence, never added, edited or deleted by hand; the model's
-  *change* permission says who may run its actions (replay, pause, retry …).
+  *change* permission says who may run its actions (replay, pause, retry …);
+- `HealthDataAdmin`: a ReadOnlyAdmin whose pages show a user's health data: viewing them is
+  recorded in the access audit (ops.access);
 - `confirmation_page` / `is_confirmed`: the one page shown between choosing a destructive or
   mass-changing action and running it — what will be touched, what will happen — posting
   back `confirm=yes` with the same action and selection.
@@ -47,6 +49,41 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def report(self, request, text: str, *, objects: Iterable = (), level=messages.SUCCESS):
         console_report(request, text, objects=objects, model=self.model, level=level)
+
+
+class HealthDataAdmin(ReadOnlyAdmin):
+    """A console page of a user's health data: each view of a row, and with `audit_list` each
+    page of the list, is recorded as a read of the users it concerns (ops.access), before the
+    page is rendered. `read_thing` names what is read; `read_subjects(obj)` whom it concerns."""
+
+    read_thing = ""
+    audit_list = False
+
+    def read_subjects(self, obj):
+        return obj.user_id
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        response = super().change_view(request, object_id, form_url, extra_context)
+        obj = (getattr(response, "context_data", None) or {}).get("original")
+        if obj is not None:
+            self.audit_read(request, [obj], resource=f"{self.read_thing}:{obj.pk}")
+        return response
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        changelist = (getattr(response, "context_data", None) or {}).get("cl")
+        if self.audit_list and changelist is not None:
+            self.audit_read(request, changelist.result_list)
+        return response
+
+    def audit_read(self, request, objects, *, resource: str = "") -> None:
+        from ops.access import audit_read
+
+        subjects = {self.read_subjects(obj) for obj in objects} - {None}
+        if subjects or resource:
+            audit_read(
+                request=request, thing=self.read_thing, subjects=subjects or None, resource=resource
+            )
 
 
 def is_confirmed(request) -> bool:

@@ -84,8 +84,22 @@ def _drf_message(exc: drf.APIException) -> tuple[str, dict]:
     return str(detail), {}
 
 
+def _audit_if_denied(exc, request) -> None:
+    """A 403 is an authorization denial: audited (ops.access), bounded under a flood."""
+    status = exc.status if isinstance(exc, ApiError) else 403
+    if status != 403:
+        return
+    from ops.access import audit_denied
+
+    audit_denied(
+        request, code=exc.code if isinstance(exc, ApiError) else ErrorCode.PERMISSION_DENIED
+    )
+
+
 def api_exception_handler(exc, context):
     """DRF EXCEPTION_HANDLER: every error leaves as {"code", "message", ...}."""
+    if isinstance(exc, ApiError | drf.PermissionDenied) and context.get("request") is not None:
+        _audit_if_denied(exc, context["request"])
     if isinstance(exc, ApiError):
         return Response(exc.body(), status=exc.status)
     if isinstance(exc, drf.NotAuthenticated) and context.get("request") is not None:
@@ -134,6 +148,9 @@ def json_400(request, exception=None):
 
 
 def json_403(request, exception=None):
+    from ops.access import audit_denied
+
+    audit_denied(request, code=ErrorCode.PERMISSION_DENIED)
     return error_response(403, ErrorCode.PERMISSION_DENIED, "Forbidden.")
 
 

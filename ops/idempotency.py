@@ -32,6 +32,7 @@ from datetime import timedelta
 
 import rfc8785
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 from rest_framework.exceptions import APIException
@@ -228,3 +229,18 @@ def idempotent(*, required: bool):
         return wrapper
 
     return decorate
+
+
+def idempotency_keys_of(subject) -> QuerySet[IdempotencyKey]:
+    """Stored answers that belong to a user (ops.userdata): to their own requests, or naming
+    them or one of their records. Keys live TTL, so the bodies scanned are a day's worth."""
+    username = subject.user.get_username()
+    needles = [json.dumps(username).encode(), json.dumps(username, ensure_ascii=False).encode()]
+    needles += [v.encode() for v in subject.all_identifiers() - {username}]
+    rows = IdempotencyKey.objects.only("pk", "response_body").iterator(chunk_size=200)
+    naming = [
+        row.pk
+        for row in rows
+        if row.response_body and any(n in bytes(row.response_body) for n in needles)
+    ]
+    return IdempotencyKey.objects.filter(Q(principal=f"user:{username}") | Q(pk__in=naming))

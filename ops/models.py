@@ -48,7 +48,9 @@ class UserToken(models.Model):
 
 
 class AuditLog(models.Model):
-    """One row per operator mutation, written by the service that performs it."""
+    """One row per operator mutation, written by the service that performs it; one row per
+    operator, kind of read and user concerned per READ_WINDOW of reads of a user's health data
+    (ops.access), its `count` going up with each repeat."""
 
     actor = models.CharField(
         max_length=200, help_text="api_key:<id>:<name>, user:<username> or system"
@@ -63,6 +65,25 @@ class AuditLog(models.Model):
     deduplicated = models.BooleanField(default=False)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The user whose data the action read or changed. No database constraint and nothing done
+    # on delete: the row outlives a wiped user, still naming them by id (never by name).
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # audit_subject_created serves it
+        related_name="+",
+        help_text="the user concerned",
+    )
+    # Reads collapse (ops.access): how many, the last one, and while the row still collects
+    # repeats, its key (unique: ops.auditstore's upsert targets it) and when its window ends
+    # (epoch seconds of the database's clock).
+    count = models.PositiveIntegerField(default=1, db_default=1)
+    last_at = models.DateTimeField(null=True, blank=True)
+    open_key = models.CharField(max_length=400, null=True, blank=True, unique=True)
+    window_end = models.FloatField(null=True, blank=True)
 
     class Meta:
         db_table = "audit_logs"
@@ -70,6 +91,8 @@ class AuditLog(models.Model):
         indexes = [
             models.Index(fields=["action", "-created_at"], name="audit_action_created"),
             models.Index(fields=["actor", "-created_at"], name="audit_actor_created"),
+            # The console's "user concerned" filter (and a wipe finding rows about a user).
+            models.Index(fields=["subject", "-created_at"], name="audit_subject_created"),
         ]
 
     def __str__(self):

@@ -81,9 +81,12 @@ def audit_log_write(
     metadata: dict | None = None,
     idempotency_key: str = "",
     deduplicated: bool = False,
+    subject=None,
 ) -> AuditLog:
-    """Record an operator mutation. Pass the request when there is one (actor, ip, agent, id)."""
+    """Record an operator mutation. Pass the request when there is one (actor, ip, agent, id);
+    `subject`: the user (or user id) whose data it concerns."""
     return AuditLog.objects.create(
+        subject_id=subject if subject is None or isinstance(subject, int) else subject.pk,
         actor=actor or actor_for(request),
         action=action,
         resource=resource[:300],

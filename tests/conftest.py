@@ -87,6 +87,30 @@ def _media_root(settings, tmp_path):
 
 
 @pytest.fixture
+def registries():
+    """What a test registers (ingest.registry's user tables, ops.userdata's sources, identifier
+    providers, stoppers and mentions) is unregistered after it."""
+    from ingest import registry
+    from ops import userdata
+
+    saved = (
+        dict(registry._user_tables),
+        list(userdata._sources),
+        list(userdata._identifiers),
+        dict(userdata._stoppers),
+        list(userdata._mentions),
+    )
+    yield
+    registry._user_tables.clear()
+    registry._user_tables.update(saved[0])
+    userdata._sources[:] = saved[1]
+    userdata._identifiers[:] = saved[2]
+    userdata._stoppers.clear()
+    userdata._stoppers.update(saved[3])
+    userdata._mentions[:] = saved[4]
+
+
+@pytest.fixture
 def alice(db):
     return UserFactory(username="alice")
 

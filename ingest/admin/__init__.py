@@ -22,7 +22,8 @@ from ingest.admin.filters import (
 )
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
-from ops.console import ReadOnlyAdmin, is_confirmed
+from ingest.selectors import raw_event_subject_id, trace_subject_id
+from ops.console import HealthDataAdmin, ReadOnlyAdmin, is_confirmed
 
 STATE_COLOURS = {
     RawEventState.PENDING: "#666",
@@ -55,7 +56,8 @@ class TraceInline(admin.TabularInline):
 
 
 @admin.register(RawEvent)
-class RawEventAdmin(ReadOnlyAdmin):
+class RawEventAdmin(HealthDataAdmin):
+    read_thing = "raw_event"  # its page shows the full payload
     list_display = (
         "id",
         "state_badge",
@@ -145,6 +147,9 @@ class RawEventAdmin(ReadOnlyAdmin):
         if lookup in ("user__username", "terra_user_id", "reference_id", "request_id"):
             return True
         return super().lookup_allowed(lookup, value, request)
+
+    def read_subjects(self, obj):
+        return raw_event_subject_id(obj)
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj):
@@ -312,7 +317,9 @@ class TerraConnectionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(TraceEvent)
-class TraceEventAdmin(ReadOnlyAdmin):
+class TraceEventAdmin(HealthDataAdmin):
+    read_thing = "trace_event"
+    audit_list = True  # the list shows each row's data
     list_display = (
         "created_at",
         "level",
@@ -328,6 +335,13 @@ class TraceEventAdmin(ReadOnlyAdmin):
     list_select_related = ("user", "raw_event")
     ordering = ("-created_at", "-id")
     readonly_fields = [f.name for f in TraceEvent._meta.fields]
+
+    def get_queryset(self, request):
+        # The raw event is joined for its link and its user: never load its body (up to 50 MB).
+        return super().get_queryset(request).defer("raw_event__body")
+
+    def read_subjects(self, obj):
+        return trace_subject_id(obj)
 
     def lookup_allowed(self, lookup, value, request=None):
         # Links from a raw event and the dashboard filter on these.

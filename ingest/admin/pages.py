@@ -21,6 +21,7 @@ from ingest.imports import import_job_refresh, import_job_summary
 from ingest.models import RawEvent, TerraConnection
 from ingest.selectors import user_overview
 from ingest.wipe import user_wipe_preview
+from ops.access import audit_read
 from ops.console import PREVIEW_ROWS, confirmation_page, console_report, is_confirmed
 from ops.errors import ApiError
 
@@ -203,6 +204,7 @@ def user_overview_view(request, username: str):
         return _unknown_user(request, username)
     info = user_overview(user=user)
     imports = [import_job_summary(import_job_refresh(job=j)) for j in info["imports"]]
+    audit_read(request=request, thing="user", subjects=user, resource=f"user:{user.pk}")
     return TemplateResponse(
         request,
         "admin/ingest/user_overview.html",
@@ -230,9 +232,13 @@ class WipeConfirmForm(forms.Form):
         return self.username
 
 
+# Counts of a wipe that are not rows deleted.
+NOT_ROWS = ("stored_files", "wiped_references", "history_redacted")
+
+
 def _wipe_summary(counts: dict[str, int]) -> tuple[int, str]:
     """(rows, "table n, …") over the row counts the confirmation lists (stored files apart)."""
-    rows = {k: v for k, v in counts.items() if k != "stored_files"}
+    rows = {k: v for k, v in counts.items() if k not in NOT_ROWS and not k.startswith("stopped_")}
     return sum(rows.values()), ", ".join(f"{k} {v}" for k, v in rows.items() if v)
 
 
@@ -244,12 +250,14 @@ def user_wipe_view(request, username: str):
         return _unknown_user(request, username)
     form = WipeConfirmForm(request.POST if is_confirmed(request) else None, username=username)
     if form.is_valid():
+        user_pk = user.pk
         counts = do_user_wipe(user=user, request=request)
         rows, detail = _wipe_summary(counts)
+        # By id: the message is kept in the admin's history, which must not name the user.
         console_report(
             request,
-            f"Wiped {username}: {rows} row(s) ({detail}) and {counts.get('stored_files', 0)} "
-            "stored file(s) deleted.",
+            f"Wiped user #{user_pk}: {rows} row(s) ({detail}) and "
+            f"{counts.get('stored_files', 0)} stored file(s) deleted.",
             model=type(user),
         )
         return redirect("admin:index")

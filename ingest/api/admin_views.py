@@ -11,7 +11,17 @@ from ingest.actions import do_raw_events_drain, do_raw_events_replay, do_user_wi
 from ingest.api import serializers as s
 from ingest.errors import InvalidLimit
 from ingest.imports import import_job_summary
-from ingest.selectors import dlq_rows, raw_event_get, raw_events, traces, user_get, user_overview
+from ingest.selectors import (
+    dlq_rows,
+    raw_event_get,
+    raw_event_subject_id,
+    raw_events,
+    trace_subject_id,
+    traces,
+    user_get,
+    user_overview,
+)
+from ops.access import audit_read
 from ops.auth import scope_required
 from ops.pagination import keyset_page_by_time, list_body
 
@@ -34,6 +44,10 @@ def _validated(serializer_class, data):
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def trace_subjects(rows) -> set[int]:
+    return {trace_subject_id(row) for row in rows} - {None}
 
 
 class OperatorView(APIView):
@@ -72,7 +86,14 @@ class DlqView(OperatorView):
 class RawEventView(OperatorView):
     @extend_schema(tags=TAGS, responses={200: s.RawEventDetail}, summary="One raw event in full")
     def get(self, request, raw_event_id: int):
-        return Response(s.RawEventDetail(raw_event_get(raw_event_id=raw_event_id)).data)
+        row = raw_event_get(raw_event_id=raw_event_id)
+        audit_read(
+            request=request,
+            thing="raw_event",
+            subjects=raw_event_subject_id(row),
+            resource=f"raw_event:{row.pk}",
+        )
+        return Response(s.RawEventDetail(row).data)
 
 
 class RawEventReplayView(OperatorView):
@@ -123,6 +144,7 @@ class UserOverviewView(OperatorView):
     def get(self, request, username: str):
         info = user_overview(user=user_get(username=username))
         user = info.pop("user")
+        audit_read(request=request, thing="user", subjects=user, resource=f"user:{user.pk}")
         return Response(
             {
                 "username": user.username,
@@ -174,4 +196,5 @@ class TracesView(OperatorView):
             cursor=request.query_params.get("cursor"),
             page_size=limit,
         )
+        audit_read(request=request, thing="trace_event", subjects=trace_subjects(rows))
         return Response(list_body("traces", s.TraceRow(rows, many=True).data, cursor, more))

@@ -9,6 +9,7 @@ urlpatterns = [
     path("v1/me", user_views.MeView.as_view(), name="v1-me"),
     path("v1/import", user_views.ImportView.as_view(), name="v1-import"),
     path("v1/sync", user_views.SyncView.as_view(), name="v1-sync"),
+    path("v1/me/export", user_views.ExportView.as_view(), name="v1-me-export"),
     path("v1/admin/dlq", admin_views.DlqView.as_view(), name="v1-admin-dlq"),
     path(
         "v1/admin/raw-events/<int:raw_event_id>",

@@ -1,21 +1,28 @@
 """User-facing endpoints (bearer token): connect a wearable, see my connections and imports,
-start an import, and pull my data (sync)."""
+start an import, pull my data (sync), and take all of it with me (export)."""
 
-from django.http import HttpResponse
+import tempfile
+
+from django.http import FileResponse, HttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingest.api import serializers as s
 from ingest.connections import connection_widget_session, connections_reconcile_spaced
 from ingest.errors import TerraUnavailable
+from ingest.export import export_allowed, user_export_write
 from ingest.imports import import_job_refresh, import_job_summary, import_start, parse_days
 from ingest.models import TerraConnection
 from ingest.sync import parse_limit, sync_page
 from ingest.terra.client import TerraError, TerraNetworkError
+from ops.access import audit_read
 from ops.auth import IsEndUser
 from ops.errors import ApiError, ErrorCode
+from ops.throttling import throttled
 
 USER_TAGS = ["user"]
 
@@ -104,3 +111,44 @@ class SyncView(UserView):
         # Rows arrive as JSON text (written by the database on PostgreSQL): pass them through
         # rather than parse and re-encode them with DRF's renderer.
         return HttpResponse(page.render(), content_type="application/json")
+
+
+class FirstRenderer(BaseContentNegotiation):
+    """The archive is the answer whatever Accept says (errors are JSON): DRF's documented way to
+    ignore the client's Accept header."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportView(UserView):
+    content_negotiation_class = FirstRenderer
+
+    @extend_schema(
+        tags=USER_TAGS,
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+        summary="Everything stored about me, as one zip archive (layout in its README.txt)",
+    )
+    def get(self, request):
+        if (wait := export_allowed(user=request.user)) is not None:
+            raise throttled(wait)
+        # Built in a temporary file on disk, then streamed from it: memory stays flat, and a
+        # failure answers an error instead of half an archive. FileResponse closes it.
+        archive = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            user_export_write(user=request.user, out=archive)
+            audit_read(
+                request=request,
+                thing="export",
+                subjects=request.user,
+                resource=f"user:{request.user.pk}",
+            )
+        except BaseException:
+            archive.close()
+            raise
+        archive.seek(0)
+        name = f"vitalflow-export-{timezone.now():%Y%m%d}.zip"
+        return FileResponse(archive, as_attachment=True, filename=name)

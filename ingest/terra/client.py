@@ -158,6 +158,14 @@ class TerraClient:
             files={"files": (filename, content, content_type)},
         )
 
+    def deauthenticate_user(self, *, terra_user_id: str) -> dict:
+        """DELETE /v2/auth/deauthenticateUser?user_id=: Terra deletes what it holds for the user
+        and revokes its access to their provider (it then sends a `deauth` webhook). An unknown
+        user is a 404 TerraError."""
+        return self._request(
+            "DELETE", "/v2/auth/deauthenticateUser", params={"user_id": terra_user_id}
+        )
+
 
 def get_terra_client() -> TerraClient:
     return TerraClient()

@@ -176,7 +176,7 @@ def test_user_overview_and_wipe_with_confirmation(console, alice):
         {"confirm_username": "alice", "confirm": "yes"},
         follow=True,
     )
-    assert "Wiped alice" in done.content.decode()
+    assert f"Wiped user #{alice.pk}" in done.content.decode()
     assert not type(alice).objects.filter(username="alice").exists()
     assert not TerraConnection.objects.exists() and not RawEvent.objects.exists()
     assert AuditLog.objects.get(action="user.wipe").actor == "user:charlie"
@@ -206,7 +206,7 @@ def test_wipe_message_counts_the_rows_the_confirmation_lists(console, alice):
     listed = [int(n) for n in re.findall(r"<tr><td>\w+</td><td>(\d+)</td></tr>", confirm)]
     done = console.post(url, {"confirm_username": "alice", "confirm": "yes"}, follow=True)
     message = str(list(done.context["messages"])[0])
-    assert re.search(r"Wiped alice: (\d+) row\(s\)", message).group(1) == str(sum(listed))
+    assert re.search(r"Wiped user #\d+: (\d+) row\(s\)", message).group(1) == str(sum(listed))
     assert f"<strong>{sum(listed)}</strong> row(s) will be touched" in confirm
 
 

@@ -128,7 +128,7 @@ def test_cleanup_deletes_expired_keys_and_old_traces(settings):
     TraceEvent.objects.filter(pk=TraceEvent.objects.first().pk).update(
         created_at=now - timedelta(days=31)
     )
-    assert tasks.cleanup_task() == {"traces": 1}
+    assert tasks.cleanup_task() == {"traces": 1, "wiped_deliveries": 0, "wiped_references": 0}
     assert ops_tasks.cleanup() == {"idempotency_keys": 1}
     assert list(IdempotencyKey.objects.values_list("key", flat=True)) == ["live"]
     assert TraceEvent.objects.count() == 1
