@@ -105,6 +105,9 @@ def refusal(answerer: Answerer, run: GraphRun) -> GraphError | None:
 
 
 def _deny(error: GraphError, answerer: Answerer, *, request, run_id: str, metadata: dict):
+    """Audit the refusal with what only this service knows, then raise it (marked audited:
+    the API's exception handler writes no second, generic row)."""
+    error.audited = True
     audit_log_write_limited(
         action="graph_run.answer_denied",
         request=request,

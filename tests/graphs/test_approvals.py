@@ -105,6 +105,8 @@ def test_a_key_with_graphs_run_alone_cannot_answer_and_the_refusal_is_audited(
     denial = AuditLog.objects.get(action="graph_run.answer_denied")
     assert denial.actor.endswith(":starter") and denial.result == "permission_denied"
     assert denial.resource == f"graph_run:{run.run_id}"
+    assert denial.metadata == {"type": "ack", "token": "0"}  # refused before the run is read
+    assert AuditLog.objects.filter(result__in=["denied", "permission_denied"]).count() == 1
     assert outcome(harness, run) is None  # still waiting
 
 
@@ -198,6 +200,7 @@ def test_answers_to_graph_runs_cannot_go_around_through_the_workflow_routes(oper
 
     assert sent.status_code == 403 and sent.json()["code"] == "permission_denied"
     assert not WorkflowEvent.objects.filter(instance=run.instance).exists()
+    assert AuditLog.objects.get(action="auth.denied").actor.endswith(":events")
     assert outcome(harness, run) is None
 
 
