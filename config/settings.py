@@ -388,6 +388,11 @@ GRAPHS_MAX_FAN_OUT = env_int("GRAPHS_MAX_FAN_OUT", 1000)
 if GRAPHS_MAX_FAN_OUT < 1:
     raise ImproperlyConfigured(f"GRAPHS_MAX_FAN_OUT must be ≥ 1, got {GRAPHS_MAX_FAN_OUT}")
 
+# Graph runs' human nodes are answered only through the graphs API and console, which check who
+# may answer, four-eyes and one answer per node: the workflow routes and console refuse events
+# to graph-run instances. A deployment listing its own "events" policies keeps this one too.
+WORKFLOWS_POLICIES["events"] = ["graphs.policies.answers_through_graphs"]
+
 # --- django-q2 ------------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
 Q_CLUSTER = {

@@ -1,7 +1,8 @@
 """The graphs console: definitions with their versions and tags, a drawing (server-side SVG) and
 a diff between versions; bindings that can be disabled (confirmed) and enabled; runs with the
-token tree, the event timeline and approve/reject for waiting `human` nodes. Lists are
-read-only; every action calls graphs.services with the request, which writes the audit row."""
+token tree, the event timeline and approve/reject for waiting `human` nodes (shown only to
+those graphs.answers lets answer). Lists are read-only; every action calls a graphs service
+with the request, which writes the audit row."""
 
 import difflib
 import json
@@ -13,7 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from graphs import drawing, selectors, services
+from graphs import answers, drawing, selectors, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
 from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
@@ -107,8 +108,9 @@ class GraphDefinitionAdmin(ReadOnlyAdmin):
 
 @admin.register(GraphBinding)
 class GraphBindingAdmin(ReadOnlyAdmin):
-    list_display = ("name", "enabled", "definition_name", "pin", "updated_at")
+    list_display = ("name", "enabled", "definition_name", "pin", "approvers", "updated_at")
     list_filter = ("enabled",)
+    list_select_related = ("approvers",)
     search_fields = ("=name", "=definition_name")
     ordering = ("name",)
     actions = ["disable_selected", "enable_selected"]
@@ -148,13 +150,22 @@ class GraphBindingAdmin(ReadOnlyAdmin):
 
 
 def waiting_humans(run: GraphRun) -> list[dict]:
-    """Tokens at a `human` node that are waiting for their event, with the event type and
-    whether an answer can name the token (graph-run v3+; older runs: the first waiting branch
-    of that type takes it)."""
+    """Tokens at a `human` node that are waiting for their event, with the event type, the
+    answer already accepted for it (the runner has not taken it yet) and whether an answer can
+    name the token (graph-run v3+; older runs: the first waiting branch of that type takes it)."""
     waiting = selectors.waiting_human_tokens(run)
-    targeted = run.instance.version >= services.TARGETED_VERSION
+    accepted = selectors.accepted_answers(run)
+    targeted = run.instance.version >= answers.TARGETED_VERSION
     tokens = selectors.current_tokens(run).filter(path_id__in=list(waiting))
-    return [{"token": t, "event_type": waiting[t.path_id], "targeted": targeted} for t in tokens]
+    return [
+        {
+            "token": t,
+            "event_type": waiting[t.path_id],
+            "targeted": targeted,
+            "answer": accepted.get(t.path_id),
+        }
+        for t in tokens
+    ]
 
 
 def token_tree(run: GraphRun) -> list[dict]:
@@ -209,6 +220,8 @@ class GraphRunAdmin(ReadOnlyAdmin):
             "events": selectors.current_events(run).order_by("sequence_number")[:500],
             "context_json": pretty(run.context),
             "humans": waiting_humans(run),
+            # None: this user sees Approve/Reject; else why not (not an approver, four-eyes).
+            "answer_refusal": answers.refusal(answers.answerer_for(request=request), run),
             "instance_url": reverse(
                 "admin:workflows_workflowinstance_change", args=[run.instance_id]
             ),
@@ -218,7 +231,8 @@ class GraphRunAdmin(ReadOnlyAdmin):
 
     def decide_view(self, request, pk):
         """Approve or reject a waiting human node: sends its event type with
-        {"approved": bool, "by": user, "note": text} (audited by the service)."""
+        {"approved": bool, "by": user, "note": text}; graphs.answers decides whether this user
+        may, takes only the first answer and audits both."""
         run = get_object_or_404(GraphRun.objects.select_related("definition", "instance"), pk=pk)
         back = HttpResponseRedirect(reverse("admin:graphs_graphrun_change", args=[pk]))
         if request.method != "POST":
@@ -235,8 +249,8 @@ class GraphRunAdmin(ReadOnlyAdmin):
             "note": request.POST.get("note", "")[:500],
         }
         try:
-            services.run_send_event(
-                run=run, type=event_type, payload=payload, token=token, request=request
+            answers.run_answer(
+                run_id=run.run_id, type=event_type, payload=payload, token=token, request=request
             )
         except ApiError as exc:
             messages.error(request, exc.message)

@@ -1,5 +1,5 @@
 """`vitalflow-wf graphs …`: graph definitions and runs over HTTP (list, get, publish, run — a
-canary with --version —, runs, events, disable, enable). Joins the workflows console script through its `extra_groups` hook; like it, this
+canary with --version —, runs, events, disable, enable, approvers). Joins the workflows console script through its `extra_groups` hook; like it, this
 module imports no Django and no models (graphs/__init__ loads names lazily)."""
 
 import json
@@ -15,6 +15,7 @@ EXAMPLES = """examples:
   vitalflow-wf graphs run --binding lab-out-of-range --input '{"upload_id": "…"}'
   vitalflow-wf graphs run --binding lab-out-of-range --version 3 --input '{…}'   # a canary
   vitalflow-wf graphs disable --binding lab-out-of-range     # new runs 409; running ones go on
+  vitalflow-wf graphs approvers --binding lab-out-of-range --group clinicians
   vitalflow-wf graphs runs --binding lab-out-of-range
   vitalflow-wf graphs events --run RUN_ID
   vitalflow-wf graphs events --run RUN_ID --type clinician_ack --payload '{"approved": true}'
@@ -85,7 +86,12 @@ def cmd_events(api, args, out) -> None:
             body["token"] = args.token
         data = api.call("POST", path, body=body)
         to = f" (token {args.token})" if args.token else ""
-        print(f"sent {args.type} to {args.run}{to}: {data['status']}", file=out)
+        taken = data.get("answer") or {}
+        print(
+            f"sent {args.type} to {args.run}{to}: {data['status']}; answered token "
+            f"{taken.get('token')} ({taken.get('decision')})",
+            file=out,
+        )
         return
     for e in _pages(api, path, "events", {"page_size": 200}, True):
         where = f" {e['token']} {e['node']}" if e["token"] else ""
@@ -98,6 +104,15 @@ def cmd_enable(api, args, out) -> None:
     data = api.call("POST", f"graphs/bindings/{args.binding}/{verb}")
     state = "enabled" if data["enabled"] else "disabled: new runs are refused"
     print(f"{data['name']}  {state}", file=out)
+
+
+def cmd_approvers(api, args, out) -> None:
+    group = None if args.none else args.group
+    if group is None and not args.none:
+        raise wf.CliError("pass --group NAME, or --none for the global approvers only", 2)
+    data = api.call("POST", f"graphs/bindings/{args.binding}/approvers", body={"group": group})
+    who = f"group {data['approvers']}" if data["approvers"] else "global approvers only"
+    print(f"{data['name']}  human nodes answered by {who}", file=out)
 
 
 def add_commands(groups) -> None:
@@ -135,6 +150,12 @@ def add_commands(groups) -> None:
     for verb, what in (("disable", "refuse new runs of a binding"), ("enable", "allow them")):
         p = wf._sub(cmds, verb, f"graphs {verb}", what, cmd_enable)
         p.add_argument("--binding", "-b", required=True)
+    p = wf._sub(
+        cmds, "approvers", "graphs approvers", "who answers a binding's human nodes", cmd_approvers
+    )
+    p.add_argument("--binding", "-b", required=True)
+    p.add_argument("--group", help="the group whose staff members answer them")
+    p.add_argument("--none", action="store_true", help="no group: the global approvers only")
 
 
 add_commands.group_name = "graphs"

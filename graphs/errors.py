@@ -1,6 +1,6 @@
 """Graph refusals: each an ApiError with a stable code, rendered as {"code", "message", ...}."""
 
-from ops.errors import ApiError
+from ops.errors import ApiError, ErrorCode
 
 
 class GraphError(ApiError):
@@ -79,6 +79,33 @@ class EventNotTargetable(GraphError):
 
     code = "event_not_targetable"
     status = 409
+
+
+class NotAnApprover(GraphError):
+    """The caller is not among those the run's binding lets answer its human nodes."""
+
+    code = ErrorCode.PERMISSION_DENIED
+    status = 403
+
+
+class FourEyes(GraphError):
+    """The definition says four-eyes and the caller started the run."""
+
+    code = "four_eyes"
+    status = 403
+
+
+class AlreadyAnswered(GraphError):
+    """The human node took an answer already; `answer` names it (token, node, by, at,
+    decision)."""
+
+    code = "already_answered"
+    status = 409
+
+
+class GroupNotFound(GraphError):
+    code = "group_not_found"
+    status = 400
 
 
 class HttpActionRefused(Exception):

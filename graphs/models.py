@@ -1,9 +1,11 @@
 """Storage for graph workflows: definitions (name, version) with their JSON document, bindings
-that callers start, runs (one per engine instance), tokens, and per-run sequenced events.
+that callers start (and who may answer their human nodes), runs (one per engine instance),
+tokens, per-run sequenced events, and the one accepted answer of each waiting human node.
 
 Timestamps come from workflows.runtime (never auto_now) so the test harness controls time.
 """
 
+from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
@@ -88,17 +90,26 @@ class GraphDefinitionTag(models.Model):
 class GraphBinding(models.Model):
     """What callers start: a name pointing at a definition name, pinned to a version or
     following the latest published one (pinned_version null). A disabled binding refuses new
-    runs (409 disabled); its running ones go on."""
+    runs (409 disabled); its running ones go on. Its human nodes are answered by the members of
+    `approvers` (staff), holders of the answer_any_human_node permission, and API keys with
+    graphs:approve or graphs:approve:<name> (graphs.answers)."""
 
     name = models.CharField(max_length=64, unique=True)
     definition_name = models.CharField(max_length=64)
     pinned_version = models.PositiveIntegerField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
+    # A deleted group answers nothing any more: only the global approvers are left.
+    approvers = models.ForeignKey(
+        Group, on_delete=models.SET_NULL, null=True, blank=True, related_name="graph_bindings"
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
     class Meta:
         db_table = "graph_binding"
+        permissions = [
+            ("answer_any_human_node", "Can answer the human nodes of every binding"),
+        ]
 
     def __str__(self):
         pin = "latest" if self.pinned_version is None else f"v{self.pinned_version}"
@@ -121,6 +132,9 @@ class GraphRun(models.Model):
     )
     binding_name = models.CharField(max_length=64, blank=True, default="")
     context = models.JSONField(default=dict)
+    # Who started it, as audit rows name actors ("api_key:<id>:<name>", "user:<name>", "system";
+    # "" for runs older than the column): a four-eyes definition refuses their answers.
+    started_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -230,3 +244,44 @@ class GraphRunEvent(models.Model):
 
     def __str__(self):
         return f"{self.run_id}#{self.sequence_number} {self.type}"
+
+
+class AnswerDecision(models.TextChoices):
+    APPROVE = "approve"  # payload {"approved": true}
+    REJECT = "reject"  # payload {"approved": false}
+    ANSWER = "answer"  # any other payload
+
+
+class GraphAnswer(models.Model):
+    """The accepted answer to one waiting human node (one token of one engine run): who gave
+    it, when, and what it decided. Written in the transaction that stores the answer's engine
+    event and its audit row (graphs.answers.run_answer)."""
+
+    # No index of its own: graph_answer_once (run, engine_run, token_path) serves it.
+    run = models.ForeignKey(
+        GraphRun, on_delete=models.CASCADE, related_name="answers", db_index=False
+    )
+    engine_run = models.PositiveIntegerField()  # see GraphToken.engine_run
+    token_path = models.CharField(max_length=255)
+    node_ref = models.CharField(max_length=64)
+    event_type = models.CharField(max_length=100)
+    decision = models.CharField(max_length=16, choices=AnswerDecision.choices)
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "graph_answer"
+        constraints = [
+            # One answer per waiting node, under any concurrency: graphs.answers inserts the
+            # row first and answers 409 already_answered when this refuses it.
+            models.UniqueConstraint(
+                fields=["run", "engine_run", "token_path"], name="graph_answer_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(decision__in=[d.value for d in AnswerDecision]),
+                name="graph_answer_decision_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.run_id}:{self.token_path} {self.decision} by {self.actor}"

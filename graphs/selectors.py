@@ -62,6 +62,23 @@ def waiting_human_tokens(run: GraphRun, *, event_type: str | None = None) -> dic
     return found
 
 
+def answer_body(a) -> dict:
+    """An accepted answer as the API and 409 already_answered name it."""
+    return {
+        "token": a.token_path,
+        "node": a.node_ref,
+        "type": a.event_type,
+        "decision": a.decision,
+        "by": a.actor,
+        "at": a.created_at.isoformat(),
+    }
+
+
+def accepted_answers(run: GraphRun) -> dict:
+    """{token path: GraphAnswer} of the engine's current run: answers accepted so far."""
+    return {a.token_path: a for a in run.answers.filter(engine_run=run.instance.run_number)}
+
+
 def current_events(run: GraphRun):
     return run.run_events.filter(engine_run=run.instance.run_number)
 

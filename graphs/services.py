@@ -1,5 +1,6 @@
 """Writes on graph workflows: definitions (draft → published), bindings (pin, disable,
-enable), runs (of the binding's version, or a canary of an explicit one) and their events.
+enable, approvers), runs (of the binding's version, or a canary of an explicit one). Answers to
+human nodes are graphs/answers.py's.
 
 Keyword-only; refusals are graphs.errors.GraphError (or the engine's WorkflowError) raised
 before anything is written. Operator mutations write an audit row when `actor` or `request` is
@@ -10,6 +11,7 @@ import hashlib
 import json
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
@@ -20,6 +22,7 @@ from graphs.errors import (
     BindingNotFound,
     DefinitionNotFound,
     DefinitionPublished,
+    GroupNotFound,
     InvalidGraph,
     InvalidInput,
     NoPublishedVersion,
@@ -31,10 +34,9 @@ from graphs.models import (
     GraphDefinitionTag,
     GraphRun,
 )
-from ops.services import audit_log_write
+from ops.services import actor_for, audit_log_write
 from workflows import limits, runtime
 from workflows import services as engine
-from workflows.models import WorkflowEvent
 
 GRAPH_WORKFLOW = spec.GRAPH_RUN  # graphs/workflows.py registers it
 
@@ -199,12 +201,30 @@ def _check_pin(definition_name: str, version: int | None) -> None:
         raise NoPublishedVersion(f"{definition_name!r} v{version} is a draft; publish it first")
 
 
+def _group(name: str | None) -> Group | None:
+    if name is None:
+        return None
+    found = Group.objects.filter(name=name).first()
+    if found is None:
+        raise GroupNotFound(f"no group named {name!r}: create it in the console first")
+    return found
+
+
 def binding_create(
-    *, name: str, definition: str, pinned_version: int | None = None, actor=None, request=None
+    *,
+    name: str,
+    definition: str,
+    pinned_version: int | None = None,
+    approvers: str | None = None,
+    actor=None,
+    request=None,
 ) -> GraphBinding:
+    """A new binding; `approvers` names the group whose (staff) members answer its human
+    nodes, besides the global approvers (graphs.answers)."""
     if not isinstance(name, str) or not spec.NAME.match(name):
         raise InvalidGraph(f"binding name {name!r} must match {spec.NAME.pattern}", field="name")
     _check_pin(definition, pinned_version)
+    group = _group(approvers)
     now = runtime.now()
     try:
         with transaction.atomic():
@@ -212,6 +232,7 @@ def binding_create(
                 name=name,
                 definition_name=definition,
                 pinned_version=pinned_version,
+                approvers=group,
                 created_at=now,
                 updated_at=now,
             )
@@ -220,7 +241,11 @@ def binding_create(
                 resource=f"graph_binding:{name}",
                 actor=actor,
                 request=request,
-                metadata={"definition": definition, "pinned_version": pinned_version},
+                metadata={
+                    "definition": definition,
+                    "pinned_version": pinned_version,
+                    **({"approvers": approvers} if approvers is not None else {}),
+                },
             )
     except IntegrityError:
         raise BindingExists(f"a binding named {name!r} already exists") from None
@@ -272,6 +297,30 @@ def binding_set_enabled(*, name: str, enabled: bool, actor=None, request=None) -
             actor=actor if actor is not None or request is not None else "system",
             request=request,
             metadata={"changed": changed},
+            idempotency_key=getattr(request, "idempotency_key", "") or "",
+        )
+    return binding
+
+
+def binding_set_approvers(
+    *, name: str, group: str | None, actor=None, request=None
+) -> GraphBinding:
+    """Name the group whose staff members answer the binding's human nodes (None: only the
+    global approvers). Always audited, with the actor and the change."""
+    found = _group(group)
+    with transaction.atomic():
+        binding = GraphBinding.objects.select_for_update().filter(name=name).first()
+        if binding is None:
+            raise BindingNotFound(f"no graph binding named {name!r}")
+        previous = binding.approvers.name if binding.approvers_id else None
+        binding.approvers, binding.updated_at = found, runtime.now()
+        binding.save(update_fields=["approvers", "updated_at"])
+        audit_log_write(
+            action="graph_binding.approvers",
+            resource=f"graph_binding:{name}",
+            actor=actor if actor is not None or request is not None else "system",
+            request=request,
+            metadata={"from": previous, "to": group},
             idempotency_key=getattr(request, "idempotency_key", "") or "",
         )
     return binding
@@ -363,6 +412,7 @@ def run_create(
             binding=binding,
             binding_name=binding.name,
             context={"input": run_input},
+            started_by=actor or actor_for(request),
             created_at=now,
             updated_at=now,
         )
@@ -402,6 +452,8 @@ def run_adopt(*, instance) -> GraphRun:
     name, _, version = str(params.get("definition", "")).rpartition("/v")
     definition = definition_get(name=name, version=int(version or 0))
     binding = GraphBinding.objects.filter(name=params.get("binding") or "").first()
+    # A child run was started by whoever started its parent: four-eyes holds through it.
+    parent = instance.parent_id and GraphRun.objects.filter(instance_id=instance.parent_id).first()
     now = runtime.now()
     run, _ = GraphRun.objects.get_or_create(
         run_id=instance.instance_id,
@@ -411,6 +463,7 @@ def run_adopt(*, instance) -> GraphRun:
             "binding": binding,
             "binding_name": binding.name if binding else "",
             "context": {"input": params.get("input")},
+            "started_by": parent.started_by if parent else "",
             "created_at": now,
             "updated_at": now,
         },
@@ -425,56 +478,3 @@ def run_get(*, run_id: str) -> GraphRun:
     if found is None:
         raise RunNotFound(f"no graph run {run_id!r}")
     return found
-
-
-TARGETED_VERSION = 3  # graph-run versions from this one take answers naming a token
-
-
-def run_send_event(
-    *,
-    run: GraphRun,
-    type: str,  # noqa: A002
-    payload=None,
-    token: str | None = None,
-    actor=None,
-    request=None,
-):
-    """What a person's approval sends to a waiting `human` node (the console does the same).
-    Without `token` the first branch waiting for `type` takes it; with `token` only that
-    token's human node does (runs on graph-run v3 and later), and it must be waiting."""
-    engine_type = type
-    if token is not None:
-        engine_type = _token_event_type(run, type, token)
-    event = engine.instance_send_event(instance=run.instance, type=engine_type, payload=payload)
-    _audit(
-        "graph_run.send_event",
-        resource=f"graph_run:{run.run_id}",
-        actor=actor,
-        request=request,
-        metadata={"type": type, **({"token": token} if token is not None else {})},
-    )
-    return event
-
-
-def _token_event_type(run: GraphRun, event_type: str, token: str) -> str:
-    from graphs import selectors
-    from graphs.errors import EventNotTargetable, NoWaitingHuman
-
-    if run.instance.version < TARGETED_VERSION:
-        raise EventNotTargetable(
-            f"run {run.run_id!r} runs on graph-run v{run.instance.version}, whose human nodes "
-            "take answers by event type only: send it without a token"
-        )
-    if token not in selectors.waiting_human_tokens(run, event_type=event_type):
-        raise NoWaitingHuman(
-            f"token {token!r} of run {run.run_id!r} is not a human node waiting for {event_type!r}"
-        )
-    engine_type = spec.token_event_type(event_type, token)
-    if WorkflowEvent.objects.filter(
-        instance=run.instance,
-        run_number=run.instance.run_number,
-        type=engine_type,
-        consumed_at__isnull=True,
-    ).exists():
-        raise NoWaitingHuman(f"token {token!r} of run {run.run_id!r} already has an answer")
-    return engine_type

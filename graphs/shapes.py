@@ -77,6 +77,7 @@ class Graph:
     )
     output_schema: dict | None = None
     tags: tuple[str, ...] = ()
+    four_eyes: bool = False  # the run's starter may not answer its human nodes
 
     def outgoing(self, node_ref: str, on: str = SUCCESS) -> list[Transition]:
         return [t for t in self.transitions if t.source == node_ref and t.on == on]

@@ -43,6 +43,7 @@ TOP_KEYS = {
     "timeout_gate",
     "output_schema",
     "tags",
+    "four_eyes",
     "nodes",
     "transitions",
 }
@@ -282,7 +283,15 @@ def parse(doc, *, known_workflows=None, publishing: bool = False) -> Graph:
         timeout_gate=gate,
         output_schema=schemas.check(doc.get("output_schema"), "output_schema", refs=publishing),
         tags=check_tags(doc.get("tags")),
+        four_eyes=_four_eyes(doc.get("four_eyes", False)),
     )
+
+
+def _four_eyes(raw) -> bool:
+    """four_eyes: true keeps whoever started a run from answering its human nodes."""
+    if not isinstance(raw, bool):
+        fail("four_eyes must be true or false", field="four_eyes")
+    return raw
 
 
 def _timeout_gate(raw, on_timeout: str, nodes: dict) -> str | None:

@@ -23,6 +23,11 @@ urlpatterns = [
         name="graphs-binding-pin",
     ),
     path(
+        "v1/graphs/bindings/<str:name>/approvers",
+        views.BindingApproversView.as_view(),
+        name="graphs-binding-approvers",
+    ),
+    path(
         "v1/graphs/bindings/<str:name>/disable",
         views.BindingDisableView.as_view(),
         name="graphs-binding-disable",

@@ -108,6 +108,19 @@ def scope_required(scope: str) -> type[permissions.BasePermission]:
     return ScopeRequired
 
 
+def credentials_required() -> type[permissions.BasePermission]:
+    """Permission class: any credentials (401 without); the service behind the view decides
+    what they may do and audits its refusals (graph answers: graphs.answers)."""
+
+    class CredentialsRequired(permissions.BasePermission):
+        def has_permission(self, request, view):
+            if not (request.user and request.user.is_authenticated):
+                raise exceptions.NotAuthenticated("Send X-Admin-Key or sign in as staff.")
+            return True
+
+    return CredentialsRequired
+
+
 class IsEndUser(permissions.BasePermission):
     """A real user (bearer token or session); an operator key is not a user."""
 

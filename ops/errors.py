@@ -41,6 +41,10 @@ class ErrorCode:
 class ApiError(Exception):
     """Raise from services or views; the handler renders it as JSON."""
 
+    # True when the service that refused wrote the refusal's own audit row (with what it knows:
+    # a graph answer's run, binding and token), so the handler adds no generic one.
+    audited = False
+
     def __init__(self, status: int, code: str, message: str, **extra):
         super().__init__(message)
         self.status = status
@@ -87,7 +91,7 @@ def _drf_message(exc: drf.APIException) -> tuple[str, dict]:
 def _audit_if_denied(exc, request) -> None:
     """A 403 is an authorization denial: audited (ops.access), bounded under a flood."""
     status = exc.status if isinstance(exc, ApiError) else 403
-    if status != 403:
+    if status != 403 or getattr(exc, "audited", False):
         return
     from ops.access import audit_denied
 

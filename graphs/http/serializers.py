@@ -12,6 +12,9 @@ class GraphErrorSerializer(serializers.Serializer):
     schema_ref = serializers.CharField(
         required=False, help_text="the offending $ref of a JSON Schema (invalid_graph)"
     )
+    answer = serializers.JSONField(
+        required=False, help_text="already_answered: the accepted answer (see RunAnswer)"
+    )
 
 
 class DefinitionDocumentSerializer(serializers.Serializer):
@@ -69,6 +72,18 @@ class BindingCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)
     definition = serializers.CharField(max_length=64)
     pinned_version = serializers.IntegerField(min_value=1, allow_null=True, required=False)
+    approvers = serializers.CharField(
+        max_length=150,
+        required=False,
+        allow_null=True,
+        help_text="a group whose staff members answer this binding's human nodes",
+    )
+
+
+class BindingApproversSerializer(serializers.Serializer):
+    group = serializers.CharField(
+        max_length=150, allow_null=True, help_text="a group's name; null: global approvers only"
+    )
 
 
 class BindingPinSerializer(serializers.Serializer):
@@ -80,6 +95,12 @@ class BindingSerializer(serializers.Serializer):
     definition = serializers.CharField(source="definition_name")
     pinned_version = serializers.IntegerField(allow_null=True)
     enabled = serializers.BooleanField(help_text="false: new runs are refused (409 disabled)")
+    approvers = serializers.CharField(
+        source="approvers.name",
+        allow_null=True,
+        default=None,
+        help_text="the group whose staff members answer its human nodes",
+    )
     updated_at = serializers.DateTimeField()
 
 
@@ -101,6 +122,22 @@ class RunSummarySerializer(serializers.Serializer):
     version = serializers.IntegerField()
     status = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+
+class RunAnswerSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="the human node's token")
+    node = serializers.CharField()
+    type = serializers.CharField()
+    decision = serializers.ChoiceField(
+        choices=["approve", "reject", "answer"],
+        help_text='payload {"approved": true} approves, false rejects; anything else answers',
+    )
+    by = serializers.CharField(help_text="the actor, as audit rows name it")
+    at = serializers.DateTimeField()
+
+
+class RunAnsweredSerializer(RunSummarySerializer):
+    answer = RunAnswerSerializer()
 
 
 class RunListQuerySerializer(ListQuerySerializer):

@@ -1,18 +1,19 @@
 """HTTP API under /v1/graphs (routes in graphs/urls.py). Each view parses with its serializer,
 calls a service or selector and renders; refusals are GraphError/WorkflowError → {"code",
 "message"}. Scopes: graphs:read (GET), graphs:write (definitions, bindings: pin, disable,
-enable), graphs:run (start runs, canaries included; send events). Run management (pause,
-terminate, …) uses the workflow routes of the run's engine instance, with the workflow
-scopes."""
+enable, approvers), graphs:run (start runs, canaries included); answers to human nodes are
+authorized by graphs.answers (graphs:approve or graphs:approve:<binding>, the binding's
+approver group). Run management (pause, terminate, …) uses the workflow routes of the run's
+engine instance, with the workflow scopes."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphs import selectors, services
+from graphs import answers, selectors, services
 from graphs.http import serializers as s
-from ops.auth import scope_required
+from ops.auth import credentials_required, scope_required
 from ops.idempotency import idempotent
 from workflows.http import schema  # noqa: F401 - registers the auth schemes
 from workflows.http.pagination import keyset_page
@@ -31,10 +32,13 @@ def idempotency_header(required: bool) -> OpenApiParameter:
 
 
 class GraphsView(APIView):
-    scopes = {"GET": "read"}
+    scopes = {"GET": "read"}  # method → graphs:<scope>; None: the service authorizes
 
     def get_permissions(self):
-        return [scope_required(f"graphs:{self.scopes.get(self.request.method, 'read')}")()]
+        scope = self.scopes.get(self.request.method, "read")
+        if scope is None:
+            return [credentials_required()()]
+        return [scope_required(f"graphs:{scope}")()]
 
 
 def page(queryset, query):
@@ -138,6 +142,7 @@ class BindingCreateView(GraphsView):
             name=body.validated_data["name"],
             definition=body.validated_data["definition"],
             pinned_version=body.validated_data.get("pinned_version"),
+            approvers=body.validated_data.get("approvers"),
             request=request,
         )
         return Response(s.BindingSerializer(binding).data, status=201)
@@ -157,6 +162,25 @@ class BindingPinView(GraphsView):
         body.is_valid(raise_exception=True)
         binding = services.binding_pin(
             name=name, version=body.validated_data["version"], request=request
+        )
+        return Response(s.BindingSerializer(binding).data)
+
+
+class BindingApproversView(GraphsView):
+    scopes = {"POST": "write"}
+
+    @extend_schema(
+        request=s.BindingApproversSerializer,
+        responses={200: s.BindingSerializer, **ERRORS},
+        summary="Name the group whose staff members answer the binding's human nodes (null: "
+        "only the global approvers); audited",
+        operation_id="graphs_binding_approvers",
+    )
+    def post(self, request, name):
+        body = s.BindingApproversSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        binding = services.binding_set_approvers(
+            name=name, group=body.validated_data["group"], request=request
         )
         return Response(s.BindingSerializer(binding).data)
 
@@ -252,7 +276,7 @@ class RunDetailView(GraphsView):
 
 
 class RunEventsView(GraphsView):
-    scopes = {"GET": "read", "POST": "run"}
+    scopes = {"GET": "read", "POST": None}  # answers: graphs.answers decides who may
 
     @extend_schema(
         parameters=[s.ListQuerySerializer],
@@ -281,21 +305,23 @@ class RunEventsView(GraphsView):
     @extend_schema(
         request=s.RunEventCreateSerializer,
         parameters=[idempotency_header(False)],
-        responses={200: s.RunSummarySerializer, **ERRORS},
-        summary="Send an event to the run (what a human node waits for)",
+        responses={200: s.RunAnsweredSerializer, **ERRORS},
+        summary="Answer a waiting human node (graphs:approve or graphs:approve:<binding>, or "
+        "the binding's approver group); 409 already_answered names the accepted answer",
         operation_id="graphs_run_event_send",
     )
     @idempotent(required=False)
     def post(self, request, run_id):
         body = s.RunEventCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.run_get(run_id=run_id)
-        services.run_send_event(
-            run=run,
+        answer = answers.run_answer(
+            run_id=run_id,
             type=body.validated_data["type"],
             payload=body.validated_data.get("payload"),
             token=body.validated_data.get("token"),
             request=request,
         )
-        run.instance.refresh_from_db()
-        return Response(selectors.run_summary(run))
+        answer.run.instance.refresh_from_db()
+        return Response(
+            {**selectors.run_summary(answer.run), "answer": selectors.answer_body(answer)}
+        )

@@ -7,7 +7,7 @@ from graphs.models import GraphToken
 from ops.models import AuditLog
 from tests.graphs.helpers import doc, node
 
-ALL = ("graphs:read", "graphs:write", "graphs:run")
+ALL = ("graphs:read", "graphs:write", "graphs:run", "graphs:approve")
 
 
 @pytest.fixture
@@ -236,4 +236,4 @@ def test_an_event_naming_a_token_answers_that_branch_and_a_wrong_token_is_409(ap
         tokens["0.1.0"]["output"] == {"ok": "second"} and tokens["0.0.0"]["status"] == "executing"
     )
     row = AuditLog.objects.get(action="graph_run.send_event")
-    assert row.metadata == {"type": "check", "token": "0.1.0"}
+    assert row.metadata == {"type": "check", "token": "0.1.0", "node": "work", "decision": "answer"}

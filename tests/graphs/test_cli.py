@@ -13,7 +13,9 @@ from workflows.runner import tick
 
 @pytest.fixture
 def vf(live_server, db):
-    _, raw = api_key_create(name="cli", scopes=["graphs:read", "graphs:write", "graphs:run"])
+    _, raw = api_key_create(
+        name="cli", scopes=["graphs:read", "graphs:write", "graphs:run", "graphs:approve"]
+    )
 
     def run(*argv):
         out, err = io.StringIO(), io.StringIO()
@@ -96,9 +98,28 @@ def test_events_with_a_token_answer_that_branch(vf):
     )
     assert code == 0 and "(token 0.1.0)" in out, err
     code, _, err = vf("graphs", "events", "--run", run.run_id, "--type", "ok", "--token", "0.1.0")
-    assert code == 1 and "no_waiting_human" in err
+    assert code == 1 and "already_answered" in err and "api_key:" in err  # names the first
 
 
 def test_cli_errors_show_the_api_code(vf):
     code, _, err = vf("graphs", "get", "--name", "nope", "--version", "1")
     assert code == 1 and "definition_not_found" in err
+
+
+def test_approvers_names_the_group_that_answers_a_binding(vf):
+    from django.contrib.auth.models import Group
+
+    from graphs import services
+    from graphs.models import GraphBinding
+
+    Group.objects.create(name="clinicians")
+    definition = services.definition_create(document=doc([node("a")], [], name="cli-appr"))
+    services.definition_publish(name=definition.name, version=definition.version)
+    services.binding_create(name="cli-appr", definition="cli-appr")
+    code, out, err = vf("graphs", "approvers", "--binding", "cli-appr", "--group", "clinicians")
+    assert code == 0 and "answered by group clinicians" in out, err
+    assert GraphBinding.objects.get(name="cli-appr").approvers.name == "clinicians"
+    code, out, _ = vf("graphs", "approvers", "--binding", "cli-appr", "--none")
+    assert code == 0 and "global approvers only" in out
+    code, _, err = vf("graphs", "approvers", "--binding", "cli-appr", "--group", "nobody")
+    assert code == 1 and "group_not_found" in err

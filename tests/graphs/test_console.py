@@ -64,7 +64,8 @@ def test_run_page_shows_tokens_and_timeline_and_approves_the_human_node(console,
     harness.run_until_idle()
     assert harness.status("graph-run", run.run_id)["output"]["result"] == "approved"
     row = AuditLog.objects.get(action="graph_run.send_event")
-    assert row.actor == "user:charlie" and row.metadata == {"type": "ack"}
+    assert row.actor == "user:charlie"
+    assert row.metadata == {"type": "ack", "token": "1", "node": "ack", "decision": "approve"}
     run = GraphRun.objects.get(pk=run.pk)
     assert run.context["ack"]["by"] == "charlie"
 

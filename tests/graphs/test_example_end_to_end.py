@@ -12,7 +12,7 @@ import pytest
 from demo.graph_demo import demo_document, demo_upload
 from tests.graphs.standin import answer
 
-ALL = ("graphs:read", "graphs:write", "graphs:run")
+ALL = ("graphs:read", "graphs:write", "graphs:run", "graphs:approve")
 MARKERS = 2  # the demo upload's out-of-range markers (ldl, hba1c); vitamin D is in range
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 import tests.graphs.process_actions  # noqa: F401 - registers the actions in this process too
-from graphs import services
+from graphs import answers, services
 from graphs.models import GraphRun, GraphToken
 from tests.graphs.test_runner_processes import executions, start_runner, wait_for
 from workflows.selectors import instance_steps
@@ -145,7 +145,7 @@ def test_a_maximal_fan_out_over_a_large_context_keeps_its_lease_under_two_runner
         wait_for(waiting.exists, timeout=600, what="the fan-in, then the human node")
         fanned = time.monotonic() - started
         answered = time.monotonic()
-        services.run_send_event(run=run, type="go", payload={})  # a replay of every branch
+        answers.run_answer(run_id=run.run_id, type="go", payload={})  # a replay of every branch
         wait_for(lambda: status_of(run) == "complete", timeout=120, what="the run to complete")
         replayed = time.monotonic() - answered
         after = [memory(r.pid) for r in runners]

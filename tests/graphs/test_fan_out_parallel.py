@@ -4,7 +4,7 @@ strategy or its timeout says so, and runs started on v1 keep replaying on v1."""
 
 import pytest
 
-from graphs import services
+from graphs import answers, services
 from graphs.models import GraphToken
 from ops.errors import ApiError
 from tests.graphs.helpers import doc, node
@@ -232,7 +232,7 @@ def test_nested_fan_out_inside_a_branch_joins_before_its_outer_fan_in(harness):
 def test_an_answer_naming_a_token_goes_to_that_branch(harness):
     publish(waiting_doc({"strategy": "all"}))
     run = start(harness, {"items": ["a", "b", "c"]})
-    services.run_send_event(run=run, type="answer", payload={"n": 2}, token="0.2.0")
+    answers.run_answer(run_id=run.run_id, type="answer", payload={"n": 2}, token="0.2.0")
     harness.run_until_idle()
     # Answered and arrived at the fan-in (its rows are stored while the others still wait).
     assert asks(run) == {
@@ -241,11 +241,13 @@ def test_an_answer_naming_a_token_goes_to_that_branch(harness):
         "0.2.0": "waiting_for_siblings",
     }
     harness.advance("1 minute")
-    services.run_send_event(run=run, type="answer", payload={"n": 0})  # no token: first waiting
+    answers.run_answer(
+        run_id=run.run_id, type="answer", payload={"n": 0}
+    )  # no token: first waiting
     harness.run_until_idle()
     assert asks(run)["0.0.0"] == "waiting_for_siblings" and asks(run)["0.1.0"] == "executing"
     harness.advance("1 minute")
-    services.run_send_event(run=run, type="answer", payload={"n": 1}, token="0.1.0")
+    answers.run_answer(run_id=run.run_id, type="answer", payload={"n": 1}, token="0.1.0")
     harness.run_until_idle()
     final = status(harness, run)
     assert final["status"] == "complete"
@@ -264,7 +266,7 @@ def test_an_answer_naming_a_token_that_does_not_wait_for_it_is_refused(harness, 
     publish(waiting_doc({"strategy": "all"}))
     run = start(harness, {"items": ["a", "b"]})
     with pytest.raises(ApiError) as refused:
-        services.run_send_event(run=run, type=type_, payload={}, token=token)
+        answers.run_answer(run_id=run.run_id, type=type_, payload={}, token=token)
     assert (refused.value.status, refused.value.code) == (409, code)
     assert token in refused.value.message
 
@@ -274,9 +276,9 @@ def test_runs_on_older_interpreters_take_answers_by_type_only(harness):
     engine.workflow_version_activate(name="graph-run", version=2)
     run = start(harness, {"items": ["a"]})
     with pytest.raises(ApiError) as refused:
-        services.run_send_event(run=run, type="answer", payload={}, token="0.0.0")
+        answers.run_answer(run_id=run.run_id, type="answer", payload={}, token="0.0.0")
     assert (refused.value.status, refused.value.code) == (409, "event_not_targetable")
-    services.run_send_event(run=run, type="answer", payload={"n": 1})
+    answers.run_answer(run_id=run.run_id, type="answer", payload={"n": 1})
     harness.run_until_idle()
     assert status(harness, run)["status"] == "complete"
 

@@ -11,7 +11,7 @@ from tests.graphs.helpers import doc, node
 from tests.graphs.test_api import publish, start
 from tests.graphs.test_cli import vf  # noqa: F401 - the CLI fixture
 
-ALL = ("graphs:read", "graphs:write", "graphs:run")
+ALL = ("graphs:read", "graphs:write", "graphs:run", "graphs:approve")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 import tests.graphs.process_actions  # noqa: F401 - registers the actions in this process too
-from graphs import services
+from graphs import answers, services
 from graphs.models import GraphRun, GraphToken
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -162,7 +162,7 @@ def test_kill_9_while_answered_branches_run_completes_with_each_node_once_per_to
     try:
         wait_for(lambda: asks.count() == BRANCHES, what="every branch to wait for its answer")
         for index in (5, 2, 0, 3, 1, 4):  # answers in any order, each naming its branch
-            services.run_send_event(run=run, type="answer", payload={}, token=f"0.{index}.0")
+            answers.run_answer(run_id=run.run_id, type="answer", payload={}, token=f"0.{index}.0")
         wait_for(lambda: ("work", str(SLOW)) in executions(trace), what="the slow branch to start")
         first.kill()
         first.wait(5)

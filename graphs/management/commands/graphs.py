@@ -1,12 +1,12 @@
-"""`manage.py graphs import FILE.json|yaml [--publish] [--binding NAME]` and
-`manage.py graphs export NAME [--version V] [--output FILE]` (on the box; audited as
-"manage.py")."""
+"""`manage.py graphs import FILE.json|yaml [--publish] [--binding NAME]`,
+`manage.py graphs export NAME [--version V] [--output FILE]` and
+`manage.py graphs approvers BINDING [--group NAME]` (on the box; audited as "manage.py")."""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from graphs import io
+from graphs import io, services
 from graphs.errors import GraphError
 
 ACTOR = "manage.py"
@@ -25,11 +25,18 @@ class Command(BaseCommand):
         exp.add_argument("name")
         exp.add_argument("--version", type=int)
         exp.add_argument("--output", help="write to this file instead of stdout")
+        appr = sub.add_parser("approvers", help="who answers a binding's human nodes")
+        appr.add_argument("binding")
+        appr.add_argument(
+            "--group", help="the group whose staff members answer them (none: global approvers)"
+        )
 
     def handle(self, *args, action, **options):
         try:
             if action == "import":
                 self.do_import(**options)
+            elif action == "approvers":
+                self.do_approvers(**options)
             else:
                 self.do_export(**options)
         except GraphError as exc:
@@ -45,6 +52,11 @@ class Command(BaseCommand):
             f"{definition.name} v{definition.version} {definition.status} "
             f"(checksum {definition.checksum[:12]})"
         )
+
+    def do_approvers(self, *, binding, group, **_):
+        services.binding_set_approvers(name=binding, group=group, actor=ACTOR)
+        who = f"group {group}" if group else "the global approvers only"
+        self.stdout.write(f"{binding}: human nodes answered by {who}")
 
     def do_export(self, *, name, version, output, **_):
         text = json.dumps(io.export_document(name=name, version=version), indent=2) + "\n"

@@ -10,7 +10,9 @@ class Command(BaseCommand):
     help = (
         "Create an operator API key (sent as X-Admin-Key) and print it once; only its hash is kept.\n"
         "Scopes: ingest:admin, workflows:read, workflows:create, workflows:manage, workflows:events, "
-        "workflows:tick, or * for all."
+        "workflows:tick, graphs:read, graphs:write, graphs:run, graphs:approve (answer the human "
+        "nodes of every binding), graphs:approve:<binding> (of one binding), metrics:read, or * "
+        "for all."
     )
 
     def add_arguments(self, parser):
