@@ -1,4 +1,4 @@
-"""Composition benchmark on PostgreSQL (issue 12): a durable loop and a wide step.parallel.
+"""Composition benchmark on PostgreSQL: a durable loop and a wide step.parallel.
 
     .venv/bin/python bench/composition.py                   # 5000 iterations, 100 branches
     .venv/bin/python bench/composition.py --iterations 1000 --branches 20

@@ -1,4 +1,4 @@
-"""Webhook answer time with the database frozen (issue 10 §6): a private PostgreSQL cluster
+"""Webhook answer time with the database frozen: a private PostgreSQL cluster
 (port VF_PRIVATE_PG_PORT, 5442 by default) is frozen with SIGSTOP — the kernel still accepts and
 ACKs, the server never replies — while gunicorn (one sync worker, its connection already open)
 receives deliveries. Prints each answer's status and time; asserts nothing. With --concurrent,

@@ -5,7 +5,7 @@ consumer's peak RSS with five 40 MB rows pending.
     .venv/bin/python bench/ingest.py [--n 5000] [--c 16] [--url URL] [--workers 3]
     .venv/bin/python bench/ingest.py --accept-only [--baseline-tree CHECKOUT]
 
---accept-only (issue 15): the webhook beside bare gunicorn and an empty Django view, each with
+--accept-only: the webhook beside bare gunicorn and an empty Django view, each with
 the CPU split per delivery (client / web / PostgreSQL); bench/README.md › Webhook.
 
 Without --url it creates a scratch PostgreSQL database (vf_bench by default, dropped and
@@ -14,7 +14,7 @@ loopback. The load generator is a small asyncio HTTP/1.1 client with keep-alive 
 bodies), so the client costs as little CPU as possible on a 2-core box. It prints figures; it
 asserts nothing.
 
-Targets (issue 2): ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 normalized/s with one
+Targets: ≥ 1,000 accepted/s at C=16 with p99 ≤ 50 ms; ≥ 500 normalized/s with one
 2-worker cluster; 50 MB accepted with peak RSS ≤ 4× the body. Issue 10: the consumer's peak RSS
 with five 40 MB rows pending ≤ 4× one payload above its idle size.
 """
@@ -491,7 +491,7 @@ def tree_pids(pid: int) -> list[int]:
 
 def big_rows_pending(env: dict, dbname: str, rows: int = 5, mb: int = 40) -> dict:
     """Peak RSS of the qcluster's worker processes while `rows` deliveries of `mb` MB each are
-    pending (issue 10 §6): one task is published, its batch claim meets all of them. Also the
+    pending: one task is published, its batch claim meets all of them. Also the
     cluster's and PostgreSQL's CPU per row (start-up excluded)."""
     import hashlib
 

@@ -1,6 +1,5 @@
-"""Retry lateness and recovery after a worker kill, through one real qcluster on PostgreSQL
-(issue 10 §5). No drain schedule exists in the scratch database: only the in-cluster due
-poller and the consumer's own batch claims can run these rows.
+"""Retry lateness and recovery after a worker kill, through one real qcluster on PostgreSQL.
+No drain schedule exists in the scratch database: only the in-cluster due poller and the consumer's own batch claims can run these rows.
 
     .venv/bin/python bench/retries.py [--rows 40] [--db vf_bench_retries]
 

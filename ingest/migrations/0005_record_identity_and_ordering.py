@@ -1,4 +1,4 @@
-"""Record identity per Terra's spec and newest-wins ordering (issue 10 §1–2).
+"""Record identity per Terra's spec and newest-wins ordering.
 
 Activities and sleep sessions are identified by (user, source, record_key): metadata.summary_id,
 or "start:<UTC ISO start>" without one. Rows the old (user, source, start_time) identity had split
