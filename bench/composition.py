@@ -69,8 +69,8 @@ def child(shape: str, size: int, commit_every: int) -> dict:
 
     django.setup()
     from workflows import services, workflow
+    from workflows.engine import default_owner, run_one
     from workflows.models import WorkflowStep
-    from workflows.runner import default_owner, run_one
 
     @workflow(name="bench-loop")
     def loop(event, step):

@@ -116,7 +116,7 @@ def child(shape: str, branches: int, runs: int) -> dict:
     from graphs import graph_action, services
     from workflows import services as engine
     from workflows import workflow
-    from workflows.runner import default_owner, run_one
+    from workflows.engine import default_owner, run_one
 
     settings.WORKFLOWS_WAKE_TASKS = False
     graph_action("bench.items")(lambda i: {"items": list(range(i["n"]))})

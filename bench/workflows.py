@@ -120,7 +120,7 @@ def wal_written() -> tuple[int, int, int]:
 
 SAMPLE_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows,tests.workflows.fleet_workflows"
 # Runners measured on noop3 load no capped workflow: a deployment that caps any workflow claims
-# through the capped statement for all of them (workflows.runner.claim), measured separately.
+# through the capped statement for all of them (workflows.engine.claim), measured separately.
 UNCAPPED_MODULES = "tests.workflows.sample_workflows,tests.workflows.fault_workflows"
 
 
@@ -139,7 +139,7 @@ def child_env(*, async_commit: bool = False, modules: str = SAMPLE_MODULES) -> d
 # -- children: one measured process each, so its commits can be counted alone --------------------
 
 
-# The statements of one noop3 run in the order the runner sends them (workflows.runner).
+# The statements of one noop3 run in the order the runner sends them (workflows.engine).
 RUN_STATEMENTS = (
     "claim",
     "boundary before step 1",
@@ -169,8 +169,8 @@ def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) 
 
     from bench.pgcost import RoundTrips, StatementCosts, cpu_seconds
     from workflows import services
-    from workflows.runner import default_owner, run_one
-    from workflows.runner.here import instance_run_here
+    from workflows.engine import default_owner, run_one
+    from workflows.engine.here import instance_run_here
 
     settings.WORKFLOWS_WAKE_TASKS = False
     owner = default_owner()
@@ -349,7 +349,7 @@ def sequential(system: str, n: int, *, async_commit: bool) -> dict | None:
 
 # A 3-step run waits on 5 synchronous commits: its creation, the boundary before each step
 # (which also makes the previous step's result durable) and its completion; the claim's commit
-# is asynchronous (workflows.runner.claim). instance_run_here waits on 4: its creation is the
+# is asynchronous (workflows.engine.claim). instance_run_here waits on 4: its creation is the
 # boundary before step 1. Boundaries per run: 3 before steps + completion.
 SYNC_COMMITS_PER_RUN = {"vitalflow": 5, "vitalflow-here": 4}
 BOUNDARIES_PER_RUN = 4
@@ -1027,8 +1027,8 @@ def child_makerun(db: str, per_kind: int, idle: float) -> None:
 
         django.setup()
         from workflows import services
+        from workflows.engine import next_due_at
         from workflows.models import TERMINAL_STATUSES, WorkflowInstance
-        from workflows.runner import next_due_at
 
         for kind, (_, label) in MAKERUN_KINDS.items():
             latencies = wake_phase(kind, per_kind, var_dir)
@@ -1174,7 +1174,7 @@ def guard_cost(n: int = 200_000) -> None:
     guarded() block around the commit and the two fault-hook checks (persist.persist_boundary),
     timed in this process with no database. Compare with the runner CPU per workflow of the
     throughput rows (3 step boundaries each)."""
-    from workflows.runner import storage_faults
+    from workflows.engine import storage_faults
 
     started = time.process_time()
     for _ in range(n):

@@ -6,8 +6,8 @@ record and `span()` yields None, as without the package (nothing is imported the
 helper takes None, so callers never check. The only probe is one `find_spec` per process.
 
 Spans (names and attributes are the contract operators build dashboards on):
-- `workflow.run` (workflows.runner.run_one): workflow, instance id, run number, version, outcome.
-- `workflow.step` (workflows.runner.execute): step name, type, attempt, outcome, wait kind.
+- `workflow.run` (workflows.engine.run_one): workflow, instance id, run number, version, outcome.
+- `workflow.step` (workflows.engine.execute): step name, type, attempt, outcome, wait kind.
 - `terra.webhook` (ingest.webhook): request id, raw event id, event type, duplicate.
 - `ingest.consume` (ingest.consumer): one per raw event handled, with its request id and a link
   to the webhook span when the queue message carried its `traceparent`.

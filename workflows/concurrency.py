@@ -5,7 +5,7 @@
 instance's task is leased by a runner: waiting, paused and finished instances hold no slot, and
 instances over the cap stay `active` (queued) until a slot frees. The group and the cap are
 copied onto the task row whenever it is written, so the claim can count and filter in SQL
-(workflows.runner.claim); a changed cap applies to tasks written after the deploy.
+(workflows.engine.claim); a changed cap applies to tasks written after the deploy.
 """
 
 import json

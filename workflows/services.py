@@ -18,7 +18,6 @@ from ops.request_id import get_request_id
 from ops.services import audit_log_write
 from workflows import (
     concurrency,
-    create_statement,
     dbclock,
     decisions,
     labels,
@@ -26,6 +25,9 @@ from workflows import (
     runtime,
 )
 from workflows.authoring import registry
+from workflows.engine import create_statement, wake
+from workflows.engine.claim import Lease, lease_clock, lease_end
+from workflows.engine.persist import event_wakes, wake_parent
 from workflows.errors import (
     IdempotencyConflict,
     InstanceIdAlreadyExists,
@@ -50,9 +52,6 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
-from workflows.runner import wake
-from workflows.runner.claim import Lease, lease_clock, lease_end
-from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
 
 
@@ -208,7 +207,7 @@ def instance_create(
     `labels` ({"user": "alice"}, workflows.labels) tag it for list filters.
 
     On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
-    active is one statement (workflows.create_statement); when it writes nothing (the pointer
+    active is one statement (workflows.engine.create_statement); when it writes nothing (the pointer
     moved, the id exists) or does not apply, the ORM path below decides."""
     now = runtime.now()
     limits.check_priority(priority)

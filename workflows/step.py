@@ -1,6 +1,6 @@
 """The `step` object a workflow function receives, and the suspension signals.
 
-Every method delegates to the running Execution (workflows.runner.execute), which owns the replay
+Every method delegates to the running Execution (workflows.engine.execute), which owns the replay
 cache and the boundary writes. Suspension unwinds the workflow function with BaseException
 subclasses so that `except Exception` in workflow code cannot swallow them.
 """
@@ -115,7 +115,7 @@ class Step:
         WaitForEventTimeout once `timeout` has passed."""
         return self._execution.wait_for_event(self._at(name), type=type, timeout=timeout)
 
-    # -- composition (the Execution hands these to workflows.runner.compose) --------------------
+    # -- composition (the Execution hands these to workflows.engine.compose) --------------------
 
     def parallel(self, name: str, branches: dict, *, until=None) -> dict:
         """Run `branches` ({branch: fn(step)}) independently; {branch: result} once all finish,

@@ -4,8 +4,8 @@ wakes), and `gc` for the daily retention schedule."""
 
 import time
 
+from workflows.engine import tick
 from workflows.gc import gc_record, gc_run
-from workflows.runner import tick
 
 WAKE_MAX_INSTANCES = 50
 SWEEP_SECONDS = 50  # stay under the one-minute schedule so sweeps do not pile up

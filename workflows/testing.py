@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 
 from workflows import durations, runtime, selectors, services
-from workflows.runner import run_one
-from workflows.runner.execute import Budget
+from workflows.engine import run_one
+from workflows.engine.execute import Budget
 
 MAX_TASKS_PER_RUN = 10_000  # a workflow that never goes idle is a bug; fail instead of hanging
 

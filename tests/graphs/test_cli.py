@@ -8,7 +8,7 @@ import pytest
 from graphs import cli
 from ops.services import api_key_create
 from tests.graphs.helpers import doc, node
-from workflows.runner import tick
+from workflows.engine import tick
 
 
 @pytest.fixture

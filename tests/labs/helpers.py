@@ -30,7 +30,7 @@ def multipart_body(content: bytes, name: str = "report.pdf", field: str = "file"
 
 def run_workflows() -> int:
     """Run due workflow work (the upload's lab-report instance) in this thread, until idle."""
-    from workflows.runner import tick
+    from workflows.engine import tick
 
     total = 0
     while done := tick(max_instances=50, threaded=False):

@@ -192,7 +192,7 @@ import django
 django.setup()
 from django.test.utils import setup_test_environment
 from ops import tracing
-import ingest.webhook, ingest.consumer, ingest.queue, workflows.runner
+import ingest.webhook, ingest.consumer, ingest.queue, workflows.engine
 with tracing.span("x", {"a": 1}) as span:
     tracing.set_attributes(span, {"b": 2})
 print(json.dumps({

@@ -11,10 +11,10 @@ from bench.pgcost import RoundTrips
 from ops import pgwire
 from workflows import services, workflow
 from workflows.decisions import DISCARD, PROCEED
+from workflows.engine import persist, run_one
+from workflows.engine.claim import claim_next
+from workflows.engine.execute import execute
 from workflows.models import WorkflowInstance, WorkflowStep, WorkflowTask
-from workflows.runner import persist, run_one
-from workflows.runner.claim import claim_next
-from workflows.runner.execute import execute
 from workflows.testing import WorkflowHarness
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
@@ -118,7 +118,7 @@ def test_a_suspension_notifies_idle_runners_on_commit(settings):
     import psycopg
     from django.db import connection
 
-    from workflows.runner.wake import CHANNEL
+    from workflows.engine.wake import CHANNEL
 
     settings.WORKFLOWS_WAKE_TASKS = False
     params = connection.get_connection_params()

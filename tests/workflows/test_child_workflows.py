@@ -4,8 +4,8 @@ terminates it; the HTTP detail, console and CLI show the links."""
 
 from tests.workflows import test_cli
 from workflows import ChildWorkflowError
+from workflows.engine.compose import child_instance_id
 from workflows.models import WorkflowInstance
-from workflows.runner.compose import child_instance_id
 
 server, wf = test_cli.server, test_cli.wf  # the live-server CLI fixtures
 
@@ -110,7 +110,7 @@ def test_console_links_parent_and_children(client, staff, harness):
 
 def test_cli_get_shows_parent_and_children(wf, transactional_db):
     from workflows import get_workflow
-    from workflows.runner import tick
+    from workflows.engine import tick
 
     get_workflow("parent").create(id="pc")
     while tick(threaded=False):

@@ -16,7 +16,7 @@ from ops.services import api_key_create
 from tests.ops.test_idempotency import IS_POSTGRES
 from tests.workflows.test_http_support import ALL_SCOPES
 from workflows import cli, services
-from workflows.runner import tick as runner_tick
+from workflows.engine import tick as runner_tick
 from workflows.selectors import instance_get
 
 SCRIPT = Path(sys.executable).parent / "vitalflow-wf"

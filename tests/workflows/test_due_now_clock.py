@@ -13,7 +13,7 @@ import pytest
 
 from tests.ops.test_idempotency import IS_POSTGRES
 from workflows import runtime, services
-from workflows.runner import tick
+from workflows.engine import tick
 from workflows.selectors import instance_get
 
 pytestmark = [

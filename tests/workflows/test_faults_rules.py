@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, InterfaceError, OperationalError, ProgrammingError
 
 from workflows import decisions
-from workflows.runner.storage_faults import StorageFault, is_storage_fault
+from workflows.engine.storage_faults import StorageFault, is_storage_fault
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ import pytest
 
 from tests.workflows.test_http_support import ALL_SCOPES, new_key
 from workflows import get_workflow, services
+from workflows.engine.claim import claim_next, next_due_at
 from workflows.errors import InvalidPriority
 from workflows.models import WorkflowInstance, WorkflowTask
-from workflows.runner.claim import claim_next, next_due_at
 
 
 def claim(owner="busy-runner"):

@@ -9,9 +9,9 @@ import pytest
 from ops.models import AuditLog
 from tests.workflows.test_http_support import ALL_SCOPES, READ
 from workflows import services, triggers
+from workflows.engine import next_due_at
 from workflows.errors import InvalidWorkflowDefinition
 from workflows.models import WorkflowInstance, WorkflowSchedule
-from workflows.runner import next_due_at
 
 
 def cron_ids(name: str = "cron-quarter") -> list[str]:

@@ -1,5 +1,5 @@
 """Creating an instance (issue 15): on PostgreSQL outside a transaction it is one statement in
-one round trip (workflows.create_statement); on both databases it keeps its rules — the active
+one round trip (workflows.engine.create_statement); on both databases it keeps its rules — the active
 version (also one an operator or another process activated since the last create), a refused
 duplicate id that writes nothing, labels, priority, params, request id and concurrency slot
 stored, due at once, a NOTIFY and a wake task only when something was created, the audit row,
@@ -12,6 +12,8 @@ from ops.models import AuditLog
 from ops.request_id import reset_request_id, set_request_id
 from workflows import services, workflow
 from workflows.authoring import registry
+from workflows.engine import run_one, wake
+from workflows.engine.claim import claim_next
 from workflows.errors import (
     InstanceIdAlreadyExists,
     InvalidLabels,
@@ -26,8 +28,6 @@ from workflows.models import (
     WorkflowTask,
     start_priority,
 )
-from workflows.runner import run_one, wake
-from workflows.runner.claim import claim_next
 from workflows.testing import WorkflowHarness
 
 # Outside any transaction, like a script, a cron-less client or the bench: the one-statement path
@@ -259,7 +259,7 @@ def test_outside_a_transaction_a_create_is_one_statement_in_one_round_trip(harne
 def test_a_create_notifies_idle_runners_on_commit_and_a_refused_one_does_not(harness):
     import psycopg
 
-    from workflows.runner.wake import CHANNEL
+    from workflows.engine.wake import CHANNEL
 
     _create("warm")
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:

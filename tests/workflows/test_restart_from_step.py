@@ -76,7 +76,7 @@ def test_http_restart_without_a_body_still_restarts_from_the_beginning(operator_
 
 
 def test_cli_restart_from_step(wf, transactional_db, tmp_path):
-    from workflows.runner import tick
+    from workflows.engine import tick
 
     trace = tmp_path / "trace"
     get_workflow("five-steps").create(id="f1", params={"trace": str(trace)})

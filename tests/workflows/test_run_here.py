@@ -14,9 +14,9 @@ from django.db import transaction
 
 from bench.pgcost import RoundTrips
 from workflows import services, workflow
+from workflows.engine.here import instance_run_here
 from workflows.errors import InstanceIdAlreadyExists, InvalidPayload, WorkflowNotFound
 from workflows.models import WorkflowDeployment, WorkflowInstance, WorkflowLog, WorkflowTask
-from workflows.runner.here import instance_run_here
 from workflows.testing import WorkflowHarness
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,13 +166,13 @@ _FRESH_IMPORT = """
 import sys, django
 django.setup()
 import workflows
-for name in [m for m in sys.modules if m.startswith(("workflows.runner", "workflows.services"))]:
+for name in [m for m in sys.modules if m.startswith(("workflows.engine", "workflows.services"))]:
     del sys.modules[name]
-for name in [m for m in sys.modules if m == "workflows.create_statement"]:
+for name in [m for m in sys.modules if m == "workflows.engine.create_statement"]:
     del sys.modules[name]
 for attr in ("runner", "services", "create_statement"):
     workflows.__dict__.pop(attr, None)
-import workflows.create_statement  # first: it reaches the runner package, which reaches it back
+import workflows.engine.create_statement  # first: it reaches the runner package, which reaches it back
 """
 
 

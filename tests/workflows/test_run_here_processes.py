@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db
 
 _SCRIPT = """
 import json, os
-from workflows.runner.here import instance_run_here
+from workflows.engine.here import instance_run_here
 params = json.loads(os.environ["HERE_PARAMS"])
 warm = {"trace": params["trace"], "deaths": 0}  # first use: the ORM path; then one statement
 instance_run_here(workflow_name="fault-dies-first", instance_id="warm", params=warm)

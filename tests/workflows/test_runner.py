@@ -10,10 +10,10 @@ from django.db import connection
 
 from workflows import runtime, services, tasks, workflow
 from workflows.decisions import DISCARD
+from workflows.engine import persist, run_one, tick
+from workflows.engine.claim import claim_next
+from workflows.engine.execute import execute
 from workflows.models import WorkflowInstance, WorkflowStep, WorkflowTask
-from workflows.runner import persist, run_one, tick
-from workflows.runner.claim import claim_next
-from workflows.runner.execute import execute
 
 
 @workflow(name="t-slow-step")
@@ -152,7 +152,7 @@ def test_runworkflows_once_drains_due_work_with_several_threads():
 
 @pytest.mark.postgres_only
 def test_the_claim_query_walks_the_partial_index(db):
-    from workflows.runner.claim import _PG_CLAIM
+    from workflows.engine.claim import _PG_CLAIM
 
     now = runtime.now()
     instances = WorkflowInstance.objects.bulk_create(

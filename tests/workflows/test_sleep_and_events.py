@@ -154,8 +154,8 @@ def test_events_sent_while_paused_are_kept_and_delivered_after_resume(harness):
 
 
 def test_an_event_that_lands_while_the_run_is_leased_wakes_it_right_after(harness):
-    from workflows.runner.claim import claim_next
-    from workflows.runner.execute import execute
+    from workflows.engine.claim import claim_next
+    from workflows.engine.execute import execute
 
     harness.create("t-event", id="race", run=False)
     claim, loaded = claim_next(owner="r", lease_seconds=30)
@@ -169,7 +169,7 @@ def test_an_event_that_lands_while_the_run_is_leased_wakes_it_right_after(harnes
 
 
 def test_an_event_sent_after_the_run_looked_is_not_lost_when_it_suspends(harness, monkeypatch):
-    from workflows.runner.execute import Execution
+    from workflows.engine.execute import Execution
 
     original = Execution._take_event
 

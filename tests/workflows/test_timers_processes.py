@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from workflows import services
+from workflows.engine import run_one, wake
 from workflows.models import WorkflowInstance, WorkflowTask
-from workflows.runner import run_one, wake
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from ops.errors import ApiError
 from ops.models import AuditLog
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
-from workflows import runner, services
+from workflows import engine, services
 from workflows.models import WorkflowInstance
 
 ACTIONS = {
@@ -190,7 +190,7 @@ def runner_tick(*, max_instances: int = 10, max_steps=None, request=None, actor=
         actor=actor,
         atomic=False,  # the tick commits every step boundary on its own
     ) as facts:
-        processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
+        processed = engine.tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
         return processed
 

@@ -23,8 +23,8 @@ from django.db import DatabaseError, connections
 
 from ops.liveness import RUNNER, heartbeat_remove, heartbeat_start
 from workflows import decisions, runtime
-from workflows.runner import STORAGE_FAULT, default_owner, next_due_at, run_one, storage_faults
-from workflows.runner.wake import Waker
+from workflows.engine import STORAGE_FAULT, default_owner, next_due_at, run_one, storage_faults
+from workflows.engine.wake import Waker
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,12 @@ from ops import tracing
 from workflows import decisions, durations, limits, runtime
 from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
+from workflows.engine import compose, persist, storage_faults, wake
+from workflows.engine.callbacks import run_inline, run_watched
+from workflows.engine.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
+from workflows.engine.code_changes import ReplayGuard, fingerprint_check
+from workflows.engine.results import error_dict, roundtrip
+from workflows.engine.storage_faults import StorageFault
 from workflows.errors import (
     InvalidStep,
     NonRetryableError,
@@ -21,12 +27,6 @@ from workflows.errors import (
 from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
 from workflows.models import WorkflowEvent as EventRow
-from workflows.runner import compose, persist, storage_faults, wake
-from workflows.runner.callbacks import run_inline, run_watched
-from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
-from workflows.runner.code_changes import ReplayGuard, fingerprint_check
-from workflows.runner.results import error_dict, roundtrip
-from workflows.runner.storage_faults import StorageFault
 from workflows.step import Diverged, Halt, Step, Suspend
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ from ops import pgwire
 from workflows import concurrency, runtime
 from workflows.authoring import registry
 from workflows.decisions import StepState
+from workflows.engine import storage_faults
 from workflows.models import (
     TERMINAL_STATUSES,
     Status,
@@ -35,7 +36,6 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import storage_faults
 
 VERSION_MISSING_RETRY = timedelta(minutes=1)
 

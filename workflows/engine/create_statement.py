@@ -22,9 +22,9 @@ from django.db import connection
 from ops import pgwire
 from workflows import concurrency
 from workflows.authoring import registry
+from workflows.engine.claim import DB_NOW, Lease, db_now_param
+from workflows.engine.wake import CHANNEL
 from workflows.models import Status, TaskKind, WorkflowInstance, start_priority
-from workflows.runner.claim import DB_NOW, Lease, db_now_param
-from workflows.runner.wake import CHANNEL
 
 _seen: dict[str, int] = {}  # workflow name -> the active version this process last read
 

@@ -4,9 +4,11 @@ lapses if this process dies."""
 
 from dataclasses import dataclass
 
-from workflows import concurrency, create_statement, dbclock, limits, runner, runtime, services
+from workflows import concurrency, dbclock, limits, runtime, services
+from workflows import engine as runner
+from workflows.engine import create_statement
+from workflows.engine.claim import Lease
 from workflows.models import DEFAULT_PRIORITY, WorkflowInstance
-from workflows.runner.claim import Lease
 
 
 @dataclass(frozen=True)

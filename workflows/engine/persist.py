@@ -22,7 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import JSONField
 
 from ops import pgwire
-from workflows import create_statement, runtime
+from workflows import runtime
 from workflows.decisions import (
     DISCARD,
     KEEP_AND_STOP,
@@ -31,6 +31,9 @@ from workflows.decisions import (
     boundary_permission,
     boundary_progress,
 )
+from workflows.engine import create_statement, storage_faults
+from workflows.engine.claim import DB_NOW, Claim, Lease, db_now_param
+from workflows.engine.wake import CHANNEL, NOTIFY_SQL
 from workflows.models import (
     TASK_PRIORITY,
     TERMINAL_STATUSES,
@@ -43,9 +46,6 @@ from workflows.models import (
     WorkflowStep,
     WorkflowTask,
 )
-from workflows.runner import storage_faults
-from workflows.runner.claim import DB_NOW, Claim, Lease, db_now_param
-from workflows.runner.wake import CHANNEL, NOTIFY_SQL
 
 
 @dataclass

@@ -23,6 +23,8 @@ from django.utils.text import slugify
 from workflows import limits, runtime, services
 from workflows.authoring import registry
 from workflows.decisions import StepState
+from workflows.engine import storage_faults
+from workflows.engine.results import error_dict, roundtrip
 from workflows.errors import ChildWorkflowError, InvalidStep, ParallelError, WorkflowError
 from workflows.models import (
     TERMINAL_STATUSES,
@@ -32,8 +34,6 @@ from workflows.models import (
     TaskKind,
     WorkflowInstance,
 )
-from workflows.runner import storage_faults
-from workflows.runner.results import error_dict, roundtrip
 from workflows.step import Halt, LoopBreak, LoopContinue, Suspend
 
 BRANCH_PATTERN = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]*$")

@@ -13,14 +13,14 @@ from django.conf import settings
 from ops import tracing
 from ops.request_id import log_context, reset_request_id, set_request_id
 from workflows import dbclock, runtime, triggers
+from workflows.engine import storage_faults
+from workflows.engine.claim import Claim, Lease, Loaded, claim_next, release_after_fault
+from workflows.engine.claim import next_due_at as next_task_due_at
+from workflows.engine.execute import NOT_CREATED, Budget, execute
+from workflows.engine.persist import Creating
+from workflows.engine.results import roundtrip
+from workflows.engine.storage_faults import StorageFault
 from workflows.models import TaskKind
-from workflows.runner import storage_faults
-from workflows.runner.claim import Claim, Lease, Loaded, claim_next, release_after_fault
-from workflows.runner.claim import next_due_at as next_task_due_at
-from workflows.runner.execute import NOT_CREATED, Budget, execute
-from workflows.runner.persist import Creating
-from workflows.runner.results import roundtrip
-from workflows.runner.storage_faults import StorageFault
 
 log = logging.getLogger(__name__)
 
