@@ -9,6 +9,7 @@ class WorkflowsConfig(AppConfig):
     verbose_name = "Workflows"
 
     def ready(self):
+        import workflows.services  # noqa: F401  registers the writes the engine asks for
         from workflows.authoring import autodiscover
 
         autodiscover(list(getattr(settings, "WORKFLOWS_MODULES", [])))

@@ -7,6 +7,7 @@ from workflows.decisions, logs the transition in the `system` category and, when
 """
 
 import contextlib
+from dataclasses import replace
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -17,22 +18,26 @@ from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
 from ops.services import audit_log_write
 from workflows import (
-    concurrency,
     dbclock,
     decisions,
-    labels,
     limits,
     runtime,
 )
 from workflows.authoring import registry
-from workflows.engine import create_statement, wake
-from workflows.engine.claim import Lease, lease_clock, lease_end
+from workflows.engine import compose, wake
+from workflows.engine.create import (
+    NewInstance,
+    create_instance,
+    validate,
+    workflow_active_version,
+)
+from workflows.engine.create import new_task as _new_task
+from workflows.engine.create import slot as _slot
 from workflows.engine.persist import event_wakes, wake_parent
 from workflows.errors import (
     IdempotencyConflict,
     InstanceIdAlreadyExists,
     InstanceTerminal,
-    NoActiveDeployment,
     UnknownStep,
     VersionNotFound,
 )
@@ -46,7 +51,6 @@ from workflows.models import (
     WorkflowDeployment,
     WorkflowEvent,
     WorkflowInstance,
-    WorkflowInstanceLabel,
     WorkflowLog,
     WorkflowStep,
     WorkflowTask,
@@ -82,31 +86,6 @@ def _resource(instance: WorkflowInstance) -> str:
 # -- versions ----------------------------------------------------------------------------------
 
 
-def workflow_active_version(*, name: str) -> int:
-    """The version new instances of `name` run. With no pointer yet, the first registered version
-    is activated (and stored). Raises WorkflowNotFound / NoActiveDeployment."""
-    versions = registry.require(name)
-    row = WorkflowDeployment.objects.filter(workflow_name=name).values("active_version").first()
-    if row is None:
-        first = registry.first_version(name)
-        try:
-            with transaction.atomic():
-                WorkflowDeployment.objects.create(
-                    workflow_name=name, active_version=first, updated_at=runtime.now()
-                )
-        except IntegrityError:  # another process activated one first; read theirs
-            return workflow_active_version(name=name)
-        return first
-    active = row["active_version"]
-    if active is None or active not in versions:
-        raise NoActiveDeployment(
-            f"workflow {name!r} has no active version in this deployment"
-            + ("" if active is None else f" (v{active} is not registered)"),
-            active_version=active,
-        )
-    return active
-
-
 def workflow_version_activate(*, name: str, version: int, actor=None, request=None):
     """Point new instances of `name` at `version` (rollback = activate an older one)."""
     if version not in registry.require(name):
@@ -126,70 +105,7 @@ def workflow_version_activate(*, name: str, version: int, actor=None, request=No
     return deployment
 
 
-# -- creation ----------------------------------------------------------------------------------
-
-
-def _new_instance(
-    name: str,
-    version: int,
-    instance_id: str | None,
-    params,
-    now,
-    priority=DEFAULT_PRIORITY,
-    label_set=None,
-):
-    return WorkflowInstance(
-        workflow_name=name,
-        instance_id=limits.check_instance_id(
-            instance_id if instance_id is not None else runtime.new_id()
-        ),
-        version=version,
-        status=Status.ACTIVE,
-        run_number=1,
-        params=limits.check_json(params, what="params"),
-        priority=limits.check_priority(priority),
-        labels=labels.check_labels(label_set),
-        request_id=get_request_id(),
-        created_at=now,
-        updated_at=now,
-    )
-
-
-def _save_new(instance: WorkflowInstance, now, lease: Lease | None = None):
-    """Insert the instance, its label rows and its first task (in the caller's transaction);
-    returns the task. `lease`: the task is leased to its owner at once, as a claim would."""
-    if lease is not None:
-        instance.started_at = now
-    instance.save(force_insert=True)
-    if instance.labels:
-        WorkflowInstanceLabel.objects.bulk_create(
-            WorkflowInstanceLabel(instance=instance, key=key, value=value)
-            for key, value in instance.labels.items()
-        )
-    task = _new_task(instance, now)
-    if lease is not None:
-        lease_now, _ = lease_clock()  # the clock a claim's lease is judged by
-        task.lock_owner, task.locked_until = lease.owner, lease_end(lease_now, lease.seconds)
-        task.fencing_token, task.claims = 1, 1
-        task.recovery_attempts = lease.recovery_attempts
-    task.save(force_insert=True)
-    return task
-
-
-def _new_task(instance: WorkflowInstance, now) -> WorkflowTask:
-    return WorkflowTask(
-        instance=instance,
-        run_number=instance.run_number,
-        kind=TaskKind.START,
-        priority=start_priority(instance.priority),
-        run_at=dbclock.due_now(now),
-        created_at=now,
-        **_slot(instance),
-    )
-
-
-def _slot(instance: WorkflowInstance) -> dict:
-    return concurrency.task_fields(instance.workflow_name, instance.version, instance.params)
+# -- creation: every path goes through engine.create.create_instance ---------------------------
 
 
 def instance_create(
@@ -199,86 +115,20 @@ def instance_create(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
-    actor=None,
-    request=None,
+    subject: str | None = None,
 ) -> WorkflowInstance:
-    """Create an instance of the active version, runnable now (one transaction). `priority`
-    0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
-    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters.
-
-    On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
-    active is one statement (workflows.engine.create_statement); when it writes nothing (the pointer
-    moved, the id exists) or does not apply, the ORM path below decides."""
-    now = runtime.now()
-    limits.check_priority(priority)
-    version = create_statement.known_active(workflow_name)
-    if version is not None and actor is None and request is None and create_statement.applies():
-        instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
-        if create_statement.insert(instance, now):
-            wake.schedule_wake(notified=True)
-            return instance
-    instance, _ = _create_with_orm(
-        workflow_name, instance_id, params, now, priority, labels, actor=actor, request=request
+    """Create an instance of the active version, runnable now. `priority` 0-9 orders new runs
+    (higher first, then oldest); resumes and wakes always go first. `labels` ({"user": "alice"},
+    workflows.labels) tag it for list filters. `subject`: the user it is about, if any."""
+    new = NewInstance(
+        workflow_name=workflow_name,
+        instance_id=instance_id,
+        params=params,
+        priority=priority,
+        labels=labels,
+        subject=subject,
     )
-    return instance
-
-
-def _create_with_orm(
-    workflow_name, instance_id, params, now, priority, labels, *, lease=None, actor, request
-) -> tuple[WorkflowInstance, WorkflowTask]:
-    """instance_create's rules through the ORM, in one transaction: the active version read
-    again (and created on first use), a duplicate id refused, the audit row. `lease`: the first
-    task is leased to its owner, unless the workflow is capped (then it is queued for the
-    runners, whose claims count the cap)."""
-    try:
-        with transaction.atomic():
-            version = workflow_active_version(name=workflow_name)
-            create_statement.remember_active(workflow_name, version)
-            instance = _new_instance(
-                workflow_name, version, instance_id, params, now, priority, labels
-            )
-            if lease is not None and _slot(instance)["concurrency_limit"]:
-                lease = None
-            task = _save_new(instance, now, lease)
-            _audit(
-                "workflow_instance.create",
-                resource=_resource(instance),
-                actor=actor,
-                request=request,
-            )
-            if lease is None:
-                wake.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
-    except IntegrityError:
-        raise InstanceIdAlreadyExists(
-            f"instance {instance_id!r} of {workflow_name!r} already exists"
-        ) from None
-    return instance, task
-
-
-def instance_build(
-    *, workflow_name: str, version: int, instance_id, params, now, priority, labels
-) -> WorkflowInstance:
-    """A new instance of `version`, validated and unsaved (runner/here.py saves it with its run's
-    first boundary)."""
-    return _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
-
-
-def instance_create_leased(
-    *, workflow_name: str, instance_id, params, now, priority, labels, lease: Lease
-) -> tuple[WorkflowInstance, WorkflowTask]:
-    """instance_create through the ORM with the first task leased to `lease.owner` at once, as a
-    claim would (runner/here.py), or queued for the runners when the workflow is capped."""
-    return _create_with_orm(
-        workflow_name,
-        instance_id,
-        params,
-        now,
-        priority,
-        labels,
-        lease=lease,
-        actor=None,
-        request=None,
-    )
+    return create_instance(new).instance
 
 
 PROGRAMMATIC_PRINCIPAL = "python"
@@ -333,49 +183,36 @@ def instance_create_once(
     return bytes(stored.response_body).decode()
 
 
-def instance_create_batch(
-    *, workflow_name: str, items: list[dict], actor=None, request=None
-) -> list[WorkflowInstance]:
+def instance_create_batch(*, workflow_name: str, items: list[dict]) -> list[WorkflowInstance]:
     """Create many instances; ids that already exist (or repeat in the batch) are skipped and
     left out of the result. Everything is validated before anything is written."""
     version = workflow_active_version(name=workflow_name)
     now = runtime.now()
-    wanted: dict[str, WorkflowInstance] = {}
+    wanted: dict[str, NewInstance] = {}
     for item in items:
-        instance = _new_instance(
-            workflow_name,
-            version,
-            item.get("id"),
-            item.get("params"),
-            now,
-            item.get("priority", DEFAULT_PRIORITY),
-            item.get("labels"),
+        new = NewInstance(
+            workflow_name=workflow_name,
+            instance_id=item.get("id"),
+            params=item.get("params"),
+            priority=item.get("priority", DEFAULT_PRIORITY),
+            labels=item.get("labels"),
         )
-        wanted.setdefault(instance.instance_id, instance)
+        checked = validate(new, version, now)  # a fresh id is drawn here, once
+        wanted.setdefault(checked.instance_id, replace(new, instance_id=checked.instance_id))
     existing = set(
         WorkflowInstance.objects.filter(
             workflow_name=workflow_name, instance_id__in=list(wanted)
         ).values_list("instance_id", flat=True)
     )
     created = []
-    for instance_id, instance in wanted.items():
-        if instance_id in existing:
-            continue
-        try:
-            with transaction.atomic():
-                _save_new(instance, now)
-        except IntegrityError:  # created concurrently since we looked: skipped, like the others
-            continue
-        created.append(instance)
-    if created:
-        _audit(
-            "workflow_instance.create_batch",
-            resource=f"workflow:{workflow_name}",
-            actor=actor,
-            request=request,
-            metadata={"created": [i.instance_id for i in created]},
-        )
-        wake.schedule_wake()
+    with transaction.atomic():  # one commit and one wake for the batch; a savepoint per item
+        for instance_id, new in wanted.items():
+            if instance_id in existing:
+                continue
+            try:
+                created.append(create_instance(new).instance)
+            except InstanceIdAlreadyExists:  # created concurrently since we looked: skipped
+                continue
     return created
 
 
@@ -482,13 +319,11 @@ def instance_spawn_child(
         if existing.status in TERMINAL_STATUSES:
             return instance_restart(instance=existing)
         return existing
-    now = runtime.now()
-    version = workflow_active_version(name=workflow_name)
-    instance = _new_instance(workflow_name, version, instance_id, params, now)
-    instance.parent_id = parent_pk
-    _save_new(instance, now)
+    new = NewInstance(
+        workflow_name=workflow_name, instance_id=instance_id, params=params, parent_pk=parent_pk
+    )
+    instance = create_instance(new).instance
     _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
-    wake.schedule_wake()
     return instance
 
 
@@ -611,3 +446,8 @@ def instance_status(*, instance: WorkflowInstance) -> dict:
     """{"status", "output"?, "error"?}; status is "version_missing" for a live instance whose
     version is not in this deployment's code."""
     return instance_details(instance)
+
+
+compose.HOOKS.update(
+    spawn_child=instance_spawn_child, terminate_if_running=instance_terminate_if_running
+)

@@ -1,5 +1,5 @@
 """Creating an instance (issue 15): on PostgreSQL outside a transaction it is one statement in
-one round trip (workflows.engine.create_statement); on both databases it keeps its rules — the active
+one round trip (workflows.engine.create); on both databases it keeps its rules — the active
 version (also one an operator or another process activated since the last create), a refused
 duplicate id that writes nothing, labels, priority, params, request id and concurrency slot
 stored, due at once, a NOTIFY and a wake task only when something was created, the audit row,
@@ -200,7 +200,10 @@ def test_the_first_task_is_due_at_once_for_a_runner_right_after(settings):
 
 
 def test_an_audited_create_writes_its_audit_row(harness):
-    _create("au", actor="user:alice")
+    # The engine's create takes no actor: the operator layer above it audits.
+    from workflows.http import operations
+
+    operations.instance_create(workflow_name="t-create", instance_id="au", actor="user:alice")
     audit = AuditLog.objects.get(action="workflow_instance.create")
     assert audit.actor == "user:alice" and audit.resource == "workflow_instance:t-create/au"
 

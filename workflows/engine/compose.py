@@ -20,7 +20,7 @@ from functools import partial
 
 from django.utils.text import slugify
 
-from workflows import limits, runtime, services
+from workflows import limits, runtime
 from workflows.authoring import registry
 from workflows.decisions import StepState
 from workflows.engine import storage_faults
@@ -35,6 +35,12 @@ from workflows.models import (
     WorkflowInstance,
 )
 from workflows.step import Halt, LoopBreak, LoopContinue, Suspend
+
+# Writes a run asks for but the engine does not own: creating a child instance
+# ("spawn_child", services.instance_spawn_child) and terminating a race loser's child
+# ("terminate_if_running"). workflows.services registers them when it is imported (the app's
+# ready() imports it), so the engine never imports the layer above it.
+HOOKS: dict = {}
 
 BRANCH_PATTERN = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]*$")
 # A suspended parent re-checks its running children this often even if no wake arrives (the
@@ -193,7 +199,7 @@ def _cancel_losers(execution, location: str, losers: list[str]) -> None:
             if state.type == StepType.CHILD and state.result:
                 execution.pending.after_commit.append(
                     partial(
-                        services.instance_terminate_if_running,
+                        HOOKS["terminate_if_running"],
                         workflow_name=state.result["workflow"],
                         instance_id=state.result["id"],
                     )
@@ -287,7 +293,7 @@ def run_workflow(step, location: str, workflow_name: str, params, *, child_id):
         execution._stage(state)
         parent_pk = execution.claim.instance_pk
         execution.pending.spawns.append(
-            lambda: services.instance_spawn_child(
+            lambda: HOOKS["spawn_child"](
                 parent_pk=parent_pk,
                 workflow_name=workflow_name,
                 instance_id=child_id,

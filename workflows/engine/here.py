@@ -4,10 +4,10 @@ lapses if this process dies."""
 
 from dataclasses import dataclass
 
-from workflows import concurrency, dbclock, limits, runtime, services
+from workflows import dbclock
 from workflows import engine as runner
-from workflows.engine import create_statement
 from workflows.engine.claim import Lease
+from workflows.engine.create import NewInstance, create_instance, forget_active
 from workflows.models import DEFAULT_PRIORITY, WorkflowInstance
 
 
@@ -33,36 +33,31 @@ def instance_run_here(
     database failed mid-way; if the instance was written, a runner finishes it once the lease
     lapses.
 
-    On PostgreSQL outside a transaction, once this process has seen the version active, the
-    create, the claim and the run's first boundary are one statement (persist.commit_creating);
-    when it writes nothing (the id exists, the pointer moved), the ORM path below decides."""
+    When create_instance defers the write (PostgreSQL, autocommit), the create, the claim and
+    the run's first boundary are one statement (persist.commit_creating); when that writes
+    nothing (the id exists, the pointer moved), create_instance is asked again after forgetting
+    the version, and its ORM path decides."""
     dbclock.sync_if_stale()  # a runner does it before each claim
-    now = runtime.now()
-    limits.check_priority(priority)
     lease = Lease(owner or runner.default_owner(), runner.lease_seconds())
-    asked = dict(
+    new = NewInstance(
         workflow_name=workflow_name,
         instance_id=instance_id,
         params=params,
-        now=now,
         priority=priority,
         labels=labels,
     )
-    version = create_statement.known_active(workflow_name)
-    if version is not None and create_statement.applies():
-        instance = services.instance_build(version=version, **asked)
-        if not _capped(instance):
-            outcome = runner.run_new(instance, now, lease, task_pk=None, threaded=threaded)
-            if outcome != runner.NOT_CREATED:
-                return RunHere(instance, outcome)
-    instance, task = services.instance_create_leased(lease=lease, **asked)
-    if not task.lock_owner:
-        return RunHere(instance, "queued")
-    return RunHere(
-        instance, runner.run_new(instance, now, lease, task_pk=task.pk, threaded=threaded)
+    created = create_instance(new, lease=lease)
+    if created.deferred:
+        outcome = runner.run_new(
+            created.instance, created.now, lease, task_pk=None, threaded=threaded
+        )
+        if outcome != runner.NOT_CREATED:
+            return RunHere(created.instance, outcome)
+        forget_active(workflow_name)
+        created = create_instance(new, lease=lease)
+    if not created.leased:
+        return RunHere(created.instance, "queued")
+    run = runner.run_new(
+        created.instance, created.now, lease, task_pk=created.task_pk, threaded=threaded
     )
-
-
-def _capped(instance: WorkflowInstance) -> bool:
-    fields = concurrency.task_fields(instance.workflow_name, instance.version, instance.params)
-    return bool(fields["concurrency_limit"])
+    return RunHere(created.instance, run)

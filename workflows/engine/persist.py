@@ -31,7 +31,7 @@ from workflows.decisions import (
     boundary_permission,
     boundary_progress,
 )
-from workflows.engine import create_statement, storage_faults
+from workflows.engine import create, storage_faults, store
 from workflows.engine.claim import DB_NOW, Claim, Lease, db_now_param
 from workflows.engine.wake import CHANNEL, NOTIFY_SQL
 from workflows.models import (
@@ -134,7 +134,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
 class Creating:
     """A new instance created with its run's first boundary (runner/here.py)."""
 
-    instance: WorkflowInstance  # validated, unsaved, of the version create_statement knew
+    instance: WorkflowInstance  # validated, unsaved, of the version create.known_active gave
     now: datetime
     lease: Lease
     claim: Claim | None = None  # the run's claim, with its pks, once the instance exists
@@ -171,12 +171,12 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending, db) ->
     )
     pending.fingerprint = None  # written with the instance row
     now = runtime.now()
-    params = create_statement.insert_params(creating.instance, creating.now, lease)
+    params = create.insert_params(creating.instance, creating.now, lease)
     writes = []
     for sql, values in _statements(claim, pending, Continue(), now, db, keep_only=False, new=True):
         writes.append(sql)
         params += values
-    one = _with((create_statement.LEASED_CTES,), tuple(writes), "SELECT i.id, t.id FROM i, t")
+    one = _with((store.CREATE_LEASED_CTES,), tuple(writes), store.CREATE_LEASED_END)
     try:  # alone: its own transaction
         row = pgwire.execute(one, params, db)
     except psycopg.errors.DivisionByZero:
@@ -188,7 +188,7 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending, db) ->
 
 
 def _create_then_commit(claim: Claim, creating: Creating, pending: Pending, outcome):
-    task_pk = create_statement.insert_leased(creating.instance, creating.now, creating.lease)
+    task_pk = create.insert_leased(creating.instance, creating.now, creating.lease)
     if task_pk is None:
         return None
     return commit(_created(claim, creating, creating.instance.pk, task_pk), pending, outcome)

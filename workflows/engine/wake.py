@@ -47,8 +47,14 @@ def schedule_wake(*, notified: bool = False) -> None:
     for rolled-back work). `notified`: the caller's own statement called pg_notify."""
     if not notified:
         notify()
-    if wake_enabled():
+    if wake_enabled() and not _wake_pending():
         transaction.on_commit(_enqueue_wake)
+
+
+def _wake_pending() -> bool:
+    """One wake task per transaction is enough (a batch creates many instances in one)."""
+    pending = connections["default"].run_on_commit
+    return any(entry[1] is _enqueue_wake for entry in pending)
 
 
 def wake_enabled() -> bool:
