@@ -17,12 +17,12 @@ import weakref
 from django.conf import settings
 from django.db.backends.signals import connection_created
 
+from ops import store
+
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.5  # how late past the bound a silent connection may be shut down
 PROBE_SECONDS = 5.0  # the most asking the server may take (connecting included)
-# Is this backend running a statement? Asked on a connection of the watch's own.
-BACKEND_STATE = "SELECT state FROM pg_stat_activity WHERE pid = %s"
 # What psycopg.connect takes from Django besides libpq's parameters, of no use to the probe.
 _NOT_LIBPQ = ("cursor_factory", "context", "prepare_threshold")
 # struct tcp_info (linux/tcp.h, stable since 2.6): tcpi_last_data_sent, tcpi_last_ack_sent and
@@ -138,7 +138,7 @@ def server_running(wrapper, backend: int) -> bool:
     async def ask() -> bool:
         conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
         try:
-            cursor = await conn.execute(BACKEND_STATE, [backend])
+            cursor = await conn.execute(store.BACKEND_STATE, [backend])
             row = await cursor.fetchone()
         finally:
             await conn.close()

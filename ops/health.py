@@ -16,7 +16,7 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from ops import liveness, metrics
+from ops import liveness, metrics, store
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ _migrations_applied = False
 
 def check_database() -> str:
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-        cursor.execute("SELECT 1")
+        cursor.execute(store.PING)
         cursor.fetchone()
     return OK
 

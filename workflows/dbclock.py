@@ -42,9 +42,11 @@ def sync_if_stale() -> None:
 
 def measure() -> timedelta:
     """Server clock minus local clock, taking the server's reading at the round trip's middle."""
+    from workflows.engine.store import SERVER_CLOCK  # here: the engine package imports this module
+
     with connection.cursor() as cursor:
         before = time.time()
-        cursor.execute("SELECT extract(epoch FROM clock_timestamp())")
+        cursor.execute(SERVER_CLOCK)
         server = float(cursor.fetchone()[0])
         after = time.time()
     local = datetime.fromtimestamp((before + after) / 2, UTC)

@@ -118,7 +118,7 @@ def test_a_suspension_notifies_idle_runners_on_commit(settings):
     import psycopg
     from django.db import connection
 
-    from workflows.engine.wake import CHANNEL
+    from workflows.engine.store import CHANNEL
 
     settings.WORKFLOWS_WAKE_TASKS = False
     params = connection.get_connection_params()

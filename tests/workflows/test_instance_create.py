@@ -262,7 +262,7 @@ def test_outside_a_transaction_a_create_is_one_statement_in_one_round_trip(harne
 def test_a_create_notifies_idle_runners_on_commit_and_a_refused_one_does_not(harness):
     import psycopg
 
-    from workflows.engine.wake import CHANNEL
+    from workflows.engine.store import CHANNEL
 
     _create("warm")
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listener:

@@ -152,7 +152,7 @@ def test_runworkflows_once_drains_due_work_with_several_threads():
 
 @pytest.mark.postgres_only
 def test_the_claim_query_walks_the_partial_index(db):
-    from workflows.engine.claim import _PG_CLAIM
+    from workflows.engine.store import CLAIM_NEXT
 
     now = runtime.now()
     instances = WorkflowInstance.objects.bulk_create(
@@ -180,7 +180,7 @@ def test_the_claim_query_walks_the_partial_index(db):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE workflow_task")
         # None: the server's clock (statement_timestamp()), as production runners claim.
-        cursor.execute("EXPLAIN " + _PG_CLAIM, ["o", None, 30, None, None, now, now])
+        cursor.execute("EXPLAIN " + CLAIM_NEXT, ["o", None, 30, None, None, now, now])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "workflow_task_runnable" in plan, plan
 

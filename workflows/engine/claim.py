@@ -27,7 +27,7 @@ from ops import pgwire
 from workflows import concurrency, runtime
 from workflows.authoring import registry
 from workflows.decisions import StepState
-from workflows.engine import storage_faults
+from workflows.engine import storage_faults, store
 from workflows.models import (
     TERMINAL_STATUSES,
     Status,
@@ -79,93 +79,10 @@ class Loaded:
     steps: dict[str, StepState] = field(default_factory=dict)
 
 
-# The server's clock: a NULL parameter means statement_timestamp() (stable within a statement,
-# so the planner still walks workflow_task_runnable); the harness passes its manual time.
-DB_NOW = "COALESCE(%s::timestamptz, statement_timestamp())"
-
-
 def db_now_param(now: datetime) -> datetime | None:
     """The parameter for DB_NOW: None (the server's clock) unless the runtime is the harness's."""
     return None if runtime.current().follows_database else now
 
-
-# Runnable = run_at set and due, lease free or expired, in the partial index's order. One
-# statement claims the task, flips a waiting instance to active and returns what the run needs.
-_DUE_AND_FREE = f"run_at <= {DB_NOW} AND (locked_until IS NULL OR locked_until <= {DB_NOW})"
-_PG_NEXT = f"""(
-        SELECT id FROM workflow_task
-        WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
-        ORDER BY priority, run_at, id
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    )"""
-# The claim commits without waiting for its WAL flush (synchronous_commit off for this one
-# transaction): no step runs before the run's first boundary, whose synchronous commit flushes
-# the WAL up to and past the claim, so a claim a server crash could lose is one nothing acted
-# on yet. The instance row keeps updated_at unless its status flips: with no indexed column
-# changed the UPDATE is HOT (no new entries in the instance's indexes).
-_PG_CLAIM_TEMPLATE = """
-WITH {pick}c AS (
-    UPDATE workflow_task
-    SET lock_owner = %s, locked_until = {now} + make_interval(secs => %s),
-        fencing_token = fencing_token + 1, claims = claims + 1,
-        recovery_attempts = recovery_attempts + 1
-    WHERE id = {target}
-    RETURNING id, instance_id, run_number, fencing_token, kind, claims, recovery_attempts
-), i AS (
-    UPDATE workflow_instance w
-    SET status = 'active', started_at = COALESCE(w.started_at, %s),
-        updated_at = CASE WHEN w.status = 'active' THEN w.updated_at ELSE %s END
-    FROM c
-    WHERE w.id = c.instance_id AND w.run_number = c.run_number
-      AND w.status IN ('active', 'waiting')
-    RETURNING w.id, w.workflow_name, w.instance_id, w.version, w.params, w.created_at,
-              w.request_id, w.code_fingerprint, w.parent_id IS NOT NULL AS has_parent
-)
-SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
-       i.workflow_name, i.instance_id, i.version, i.params, i.created_at, i.request_id,
-       i.code_fingerprint, c.recovery_attempts, i.has_parent{extra},
-       set_config('synchronous_commit', 'off', true)
-FROM {source}
-"""
-_CLAIMED = "c LEFT JOIN i ON i.id = c.instance_id"
-_PG_CLAIM = _PG_CLAIM_TEMPLATE.format(
-    pick="", now=DB_NOW, target=_PG_NEXT, extra="", source=_CLAIMED
-)
-
-# Capped deployments: pick (skipping full groups), then recount under the group's lock.
-_FULL_GROUPS = f"""
-SELECT concurrency_group FROM workflow_task
-WHERE locked_until > {DB_NOW} AND concurrency_limit IS NOT NULL
-GROUP BY concurrency_group HAVING count(*) >= min(concurrency_limit)
-"""
-_PG_PICK = f"""
-SELECT id, concurrency_group, concurrency_limit FROM workflow_task
-WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
-  AND (concurrency_limit IS NULL OR concurrency_group NOT IN ({_FULL_GROUPS}))
-ORDER BY priority, run_at, id
-LIMIT 1
-FOR UPDATE SKIP LOCKED
-"""
-_PG_GROUP_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 13))"
-_PG_RUNNING = f"""
-SELECT count(*) FROM workflow_task
-WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > {DB_NOW}
-"""
-# A row _PG_PICK locked, in the caller's transaction.
-_PG_CLAIM_PICKED = _PG_CLAIM_TEMPLATE.format(
-    pick="", now=DB_NOW, target="%s", extra="", source=_CLAIMED
-)
-# Capped deployments, one statement: pick as _PG_PICK does and claim the row at once when its
-# workflow has no cap. A capped row comes back unclaimed (its concurrency_limit set, c empty)
-# and goes the recount path; most rows of a deployment with one capped workflow are uncapped.
-_PG_PICK_AND_CLAIM_UNCAPPED = _PG_CLAIM_TEMPLATE.format(
-    pick=f"p AS ({_PG_PICK}), ",
-    now=DB_NOW,
-    target="(SELECT id FROM p WHERE concurrency_limit IS NULL)",
-    extra=", p.concurrency_limit",
-    source="p LEFT JOIN c ON c.id = p.id LEFT JOIN i ON i.id = c.instance_id",
-)
 
 _STEP_FIELDS = (
     "pk",
@@ -216,13 +133,13 @@ def _claim_postgres(
 ):
     db_now = db_now_param(now)
     if uncapped_pick:
-        sql = _PG_PICK_AND_CLAIM_UNCAPPED
+        sql = store.PICK_AND_CLAIM_UNCAPPED
         params = [db_now, db_now, db_now, owner, db_now, lease_seconds, now, now]
     elif picked is None:
-        sql = _PG_CLAIM
+        sql = store.CLAIM_NEXT
         params = [owner, db_now, lease_seconds, db_now, db_now, now, now]
     else:
-        sql = _PG_CLAIM_PICKED
+        sql = store.CLAIM_PICKED
         params = [owner, db_now, lease_seconds, picked, now, now]
     row = pgwire.execute(sql, params)
     if row is None:
@@ -255,14 +172,14 @@ def _claim_postgres_capped(owner, lease_seconds, now, until):
     committed meanwhile); claim it only while the group is under its cap."""
     db_now = db_now_param(now)
     with connection.cursor() as cursor:
-        cursor.execute(_PG_PICK, [db_now, db_now, db_now])
+        cursor.execute(store.PICK_CAPPED, [db_now, db_now, db_now])
         picked = cursor.fetchone()
         if picked is None:
             return None
         task_pk, group, limit = picked
         if limit is not None:
-            cursor.execute(_PG_GROUP_LOCK, [group])
-            cursor.execute(_PG_RUNNING, [group, db_now])
+            cursor.execute(store.LOCK_GROUP, [group])
+            cursor.execute(store.COUNT_RUNNING, [group, db_now])
             if cursor.fetchone()[0] >= limit:
                 return False  # filled up since the pick: look again
     return _claim_postgres(owner, lease_seconds, now, until, picked=task_pk)

@@ -12,7 +12,6 @@ autocommit, so the statement is its own transaction and a refusing guard aborts 
 (see _write_if_proceeding).
 """
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -32,8 +31,7 @@ from workflows.decisions import (
     boundary_progress,
 )
 from workflows.engine import create, storage_faults, store
-from workflows.engine.claim import DB_NOW, Claim, Lease, db_now_param
-from workflows.engine.wake import CHANNEL, NOTIFY_SQL
+from workflows.engine.claim import Claim, Lease, db_now_param
 from workflows.models import (
     TASK_PRIORITY,
     TERMINAL_STATUSES,
@@ -157,11 +155,6 @@ def commit_creating(claim: Claim, creating: Creating, pending: Pending, outcome)
     return permission
 
 
-# A step or log row's instance in the creating statement. No instance inserted (the id exists,
-# the version moved): count(*) is 0 and division_by_zero aborts the statement, writing nothing.
-_NEW_INSTANCE = "(SELECT min(id) + 0 / count(*) FROM i)"
-
-
 def _create_and_write(claim: Claim, creating: Creating, pending: Pending, db) -> str | None:
     progress = boundary_progress([s.status for s in pending.steps.values()], continues=True)
     lease = replace(
@@ -176,7 +169,7 @@ def _create_and_write(claim: Claim, creating: Creating, pending: Pending, db) ->
     for sql, values in _statements(claim, pending, Continue(), now, db, keep_only=False, new=True):
         writes.append(sql)
         params += values
-    one = _with((store.CREATE_LEASED_CTES,), tuple(writes), store.CREATE_LEASED_END)
+    one = store.with_ctes((store.CREATE_LEASED_CTES,), tuple(writes), store.CREATE_LEASED_END)
     try:  # alone: its own transaction
         row = pgwire.execute(one, params, db)
     except psycopg.errors.DivisionByZero:
@@ -268,34 +261,33 @@ def _one_round_trip(pending: Pending, outcome, db) -> bool:
     )
 
 
-_TERMINATE_SELF = "SELECT pg_terminate_backend(pg_backend_pid())"
-
-
 def _write_if_proceeding(
     claim: Claim, now: datetime, progress: bool, statements: list, db, *, renews: bool
 ) -> bool:
     """The guard and the writes as one statement (CTEs: each write one `wN AS (...)`), sent in
     autocommit, so it is its own transaction; False when the guard refused and nothing was
-    written. The statement ends with _ABORT_UNLESS_OURS: a task that is no longer ours or is
+    written. The statement ends with store.ABORT_UNLESS_OURS: a task that is no longer ours or is
     paused fails it with division_by_zero, which rolls back every CTE. Writes in one statement
     share one snapshot, so none may modify a row another modifies: the lease is renewed only
     when the outcome leaves the task row alone (`renews`), and _statements folds the code
     fingerprint into the instance's own UPDATE. NOTIFY is no CTE: the last SELECT calls
     pg_notify, which is delivered on commit like NOTIFY."""
     db_now = db_now_param(now)
-    head, params = (_LOCK_TASK,), _lock_params(claim, db_now)
+    head, params = (store.LOCK_TASK,), _lock_params(claim, db_now)
     if renews:
-        head += (_RENEW_LEASE,)
+        head += (store.RENEW_LEASE,)
         params += _renew_params(claim, db_now, progress)
     wakes, writes = False, []
     for sql, values in statements:
         if values is None:  # the NOTIFY of _wake_runners: pg_notify in the statement instead
-            assert sql == NOTIFY_SQL, sql
+            assert sql == store.NOTIFY, sql
             wakes = True
             continue
         writes.append(sql)
         params += values
-    one = _with(head, tuple(writes), _ABORT_AND_WAKE if wakes else _ABORT_UNLESS_OURS)
+    one = store.with_ctes(
+        head, tuple(writes), store.ABORT_AND_WAKE if wakes else store.ABORT_UNLESS_OURS
+    )
     try:
         if not storage_faults.take("boundary_commit_before"):
             pgwire.execute(one, params, db)  # alone: its own transaction
@@ -305,19 +297,10 @@ def _write_if_proceeding(
         one, cursor = pgwire.statement(one)
         with connection.connection.pipeline():
             cursor.execute(one, params, prepare=True)
-            cursor.execute(_TERMINATE_SELF)
+            cursor.execute(store.TERMINATE_SELF)
     except psycopg.errors.DivisionByZero:
         return False
     return True
-
-
-@functools.lru_cache(maxsize=256)
-def _with(head: tuple[str, ...], writes: tuple[str, ...], end: str) -> str:
-    """One statement: the `head` CTEs, then each write as `wN AS (...)`, then `end`. Cached: a
-    boundary's text is one of a few shapes, and the same str object each time is hashed once
-    (pgwire keeps prepared statements by text)."""
-    ctes = [*head, *(f"w{n} AS ({sql})" for n, sql in enumerate(writes, len(head)))]
-    return f"WITH {', '.join(ctes)} {end}"
 
 
 def _statements(
@@ -331,13 +314,13 @@ def _statements(
     new: bool = False,
 ):
     """The boundary's writes for `db`, the thread's connection wrapper. `new`: the instance is
-    inserted by the same statement (_NEW_INSTANCE, first boundary)."""
+    inserted by the same statement (store.NEW_INSTANCE, first boundary)."""
     statements = _step_statements(
         claim, pending.steps.values(), now, db, skip_starts=keep_only, new=new
     )
     statements += [
         (
-            "UPDATE workflow_event SET consumed_at = %s, consumed_by_step = %s WHERE id = %s",
+            store.CONSUME_EVENT,
             [_dt(now, db), step_name, event_pk],
         )
         for event_pk, step_name in pending.consumed
@@ -348,7 +331,7 @@ def _statements(
     if pending.fingerprint is not None and not folded:
         statements.append(
             (
-                "UPDATE workflow_instance SET code_fingerprint = %s WHERE id = %s",
+                store.SET_FINGERPRINT,
                 [pending.fingerprint, claim.instance_pk],
             )
         )
@@ -358,53 +341,11 @@ def _statements(
         names = sorted(pending.deleted)
         statements.append(
             (
-                "DELETE FROM workflow_step WHERE instance_id = %s AND run_number = %s AND name IN ("
-                + ", ".join(["%s"] * len(names))
-                + ")",
+                store.delete_steps(len(names)),
                 [claim.instance_pk, claim.run_number, *names],
             )
         )
     return statements + _outcome_statements(claim, outcome, now, pending, db)
-
-
-# The task row is the mutex: services lock it before touching the instance, pause clears its
-# run_at, terminate deletes it, restart bumps the fencing token. So one guarded UPDATE both
-# renews our lease and tells us whether we may go on.
-_GUARD = """
-UPDATE workflow_task SET locked_until = %s,
-    recovery_attempts = CASE WHEN %s THEN 0 ELSE recovery_attempts END
-WHERE id = %s AND fencing_token = %s AND locked_until > %s
-RETURNING run_at
-"""
-# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW). The task
-# row is locked (FOR NO KEY UPDATE) and written only when there is something to write: the
-# lease has less than two thirds left, or progress resets a recovery count that is not 0. Every
-# UPDATE of workflow_task is a new row version with new entries in all its indexes (the capped
-# index's predicate names locked_until, so none is HOT); most boundaries now write none.
-_LOCK_TASK = f"""t AS (
-    SELECT id, run_at, locked_until, recovery_attempts FROM workflow_task
-    WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
-    FOR NO KEY UPDATE
-)"""
-_RENEW_LEASE = f"""renewed AS (
-    UPDATE workflow_task w SET locked_until = {DB_NOW} + make_interval(secs => %s),
-        recovery_attempts = CASE WHEN %s THEN 0 ELSE w.recovery_attempts END
-    FROM t
-    WHERE w.id = t.id AND (
-        t.locked_until < {DB_NOW} + make_interval(secs => %s * 2 / 3) OR (%s AND t.recovery_attempts <> 0)
-    )
-    RETURNING 1
-)"""
-_GUARD_PG = f"WITH {_LOCK_TASK}, {_RENEW_LEASE} SELECT run_at FROM t"
-# The one-statement boundary's end: a task that is no longer ours or is paused (run_at NULL)
-# fails the statement with division_by_zero, so the server rolls back every write in it.
-# count(*) is computed at run time, so the division is never folded into an error at plan time.
-_ABORT_UNLESS_OURS = "SELECT 1 / count(*) FROM t WHERE run_at IS NOT NULL"
-# The same, waking idle runners (runner/wake.py): pg_notify is NOTIFY, sent on commit only.
-_ABORT_AND_WAKE = (
-    f"SELECT 1 / count(*) FROM t, (SELECT pg_notify('{CHANNEL}', '')) AS wake "
-    "WHERE t.run_at IS NOT NULL"
-)
 
 
 def _lock_params(claim: Claim, db_now) -> list:
@@ -420,9 +361,9 @@ def _guard_statement(claim: Claim, now: datetime, progress: bool) -> tuple[str, 
     """The guard also resets the run's recovery count when the boundary is progress."""
     if connection.vendor == "postgresql":
         db_now = db_now_param(now)
-        return _GUARD_PG, _lock_params(claim, db_now) + _renew_params(claim, db_now, progress)
+        return store.GUARD_PG, _lock_params(claim, db_now) + _renew_params(claim, db_now, progress)
     until = _dt(claim.lease_until(now))
-    return _GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
+    return store.GUARD, [until, progress, claim.task_pk, claim.fencing_token, _dt(now)]
 
 
 def _guard(claim: Claim, now: datetime, progress: bool) -> str:
@@ -515,9 +456,7 @@ class _Columns:
 
 
 _STEP = _Columns(WorkflowStep, _STEP_COLUMNS)
-_UPSERT_TAIL = " ON CONFLICT (instance_id, run_number, name) DO UPDATE SET " + ", ".join(
-    f"{c} = excluded.{c}" for c in _STEP_COLUMNS[3:]
-)
+_STEP_INSERT = store.step_upsert(_STEP_COLUMNS)
 
 
 def _step_statements(
@@ -551,22 +490,13 @@ def _step_statements(
         rows.append(_STEP.row(values, db))
     if not rows:
         return []
-    return [(_insert_sql(_STEP_INSERT, len(_STEP_COLUMNS), len(rows), new), _values(rows, new))]
-
-
-_STEP_INSERT = f"INSERT INTO workflow_step ({', '.join(_STEP_COLUMNS)}) VALUES {{}}{_UPSERT_TAIL}"
-
-
-@functools.lru_cache(maxsize=128)
-def _insert_sql(template: str, width: int, count: int, new: bool) -> str:
-    """`template` with `count` rows of `width` placeholders; the instance (always the first
-    column) as _NEW_INSTANCE when `new`."""
-    one = "(" + ", ".join([_NEW_INSTANCE] * new + ["%s"] * (width - new)) + ")"
-    return template.format(", ".join([one] * count))
+    return [
+        (store.insert_rows(_STEP_INSERT, len(_STEP_COLUMNS), len(rows), new), _values(rows, new))
+    ]
 
 
 def _values(rows: list[list], new: bool) -> list:
-    """All rows' values, in order; without the instance when `new` (_NEW_INSTANCE)."""
+    """All rows' values, in order; without the instance when `new` (store.NEW_INSTANCE)."""
     if new:
         return [value for row in rows for value in row[1:]]
     return [value for row in rows for value in row]
@@ -586,7 +516,7 @@ _LOG_COLUMNS = (
     "created_at",
 )
 _LOG = _Columns(WorkflowLog, _LOG_COLUMNS)
-_LOG_INSERT = f"INSERT INTO workflow_log ({', '.join(_LOG_COLUMNS)}) VALUES {{}}"
+_LOG_INSERT = store.insert_template("workflow_log", _LOG_COLUMNS)
 
 
 def _log_statements(claim: Claim, logs: list[dict], db, *, new: bool = False) -> list:
@@ -596,19 +526,18 @@ def _log_statements(claim: Claim, logs: list[dict], db, *, new: bool = False) ->
     for entry in logs:
         values = {"instance_id": claim.instance_pk, "run_number": claim.run_number, **entry}
         rows.append(_LOG.row(values, db))
-    return [(_insert_sql(_LOG_INSERT, len(_LOG_COLUMNS), len(rows), new), _values(rows, new))]
+    return [(store.insert_rows(_LOG_INSERT, len(_LOG_COLUMNS), len(rows), new), _values(rows, new))]
 
 
 def _release(claim: Claim, db, **changes) -> tuple[str, list]:
     """Give up the lease (optionally setting run_at, kind, priority, wait_event_type). Every
     release ends a boundary that is progress (a suspension, a requeue, a paused stop), so it
     resets the recovery count itself: the one-statement boundary does not renew the row too."""
-    sets = ["lock_owner = ''", "locked_until = NULL", "recovery_attempts = 0"]
-    params = []
+    sets, params = [], []
     for column, value in changes.items():
-        sets.append(f"{column} = %s")
+        sets.append(column)
         params.append(_dt(value, db) if isinstance(value, datetime) else value)
-    sql = f"UPDATE workflow_task SET {', '.join(sets)} WHERE id = %s AND fencing_token = %s"
+    sql = store.release_task(tuple(sets))
     return sql, params + [claim.task_pk, claim.fencing_token]
 
 
@@ -618,23 +547,23 @@ _INSTANCE_FIELDS = _fields(WorkflowInstance, ("output", "error"))
 def _instance_update(
     claim: Claim, now: datetime, status: str, db, *, fingerprint: str | None = None, **json_fields
 ) -> tuple:
-    sets, params = ["status = %s", "updated_at = %s"], [status, _dt(now, db)]
+    sets, params = ["status", "updated_at"], [status, _dt(now, db)]
     if fingerprint is not None:
-        sets.append("code_fingerprint = %s")
+        sets.append("code_fingerprint")
         params.append(fingerprint)
     if status in (Status.COMPLETE, Status.ERRORED):
-        sets.append("completed_at = %s")
+        sets.append("completed_at")
         params.append(_dt(now, db))
     for column, value in json_fields.items():
-        sets.append(f"{column} = %s")
+        sets.append(column)
         params.append(_INSTANCE_FIELDS[column].get_db_prep_save(value, db))
-    sql = f"UPDATE workflow_instance SET {', '.join(sets)} WHERE id = %s"
+    sql = store.update_instance(tuple(sets))
     return sql, params + [claim.instance_pk]
 
 
 def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending, db) -> list:
     delete_task = (
-        "DELETE FROM workflow_task WHERE id = %s AND fencing_token = %s",
+        store.DELETE_TASK,
         [claim.task_pk, claim.fencing_token],
     )
     if isinstance(outcome, Continue):
@@ -675,7 +604,7 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending, 
 def _wake_runners(db) -> list:
     """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
     that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
-    return [(NOTIFY_SQL, None)] if db.vendor == "postgresql" else []
+    return [(store.NOTIFY, None)] if db.vendor == "postgresql" else []
 
 
 WAIT_ANY = "*"  # the task waits for more types than its column holds: any event wakes it
@@ -716,17 +645,8 @@ def _child_done(outcome: SuspendTo) -> bool:
     )
 
 
-# A finished child makes its parent runnable now (unless the parent is paused: run_at NULL,
-# resume replays it anyway), in the transaction that finishes the child, so no wake is lost.
-_WAKE_PARENT = """
-UPDATE workflow_task SET run_at = %s, kind = 'event', priority = 0
-WHERE run_at IS NOT NULL
-  AND instance_id = (SELECT parent_id FROM workflow_instance WHERE id = %s)
-"""
-
-
 def wake_parent(instance_pk: int, now: datetime, db=connection) -> tuple[str, list]:
-    return _WAKE_PARENT, [_dt(now, db), instance_pk]
+    return store.WAKE_PARENT, [_dt(now, db), instance_pk]
 
 
 def _dt(value: datetime, db=connection):

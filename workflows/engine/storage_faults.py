@@ -15,6 +15,8 @@ import threading
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
+from workflows.engine import store
+
 log = logging.getLogger(__name__)
 
 # 40001 serialization_failure, 40P01 deadlock_detected: psycopg raises both as
@@ -98,4 +100,4 @@ def inject(point: str) -> None:
     """Break the connection here when the test hook names this point (a no-op otherwise)."""
     if take(point):
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cursor.execute(store.TERMINATE_SELF)

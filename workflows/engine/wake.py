@@ -19,10 +19,10 @@ import threading
 from django.conf import settings
 from django.db import connections, transaction
 
+from workflows.engine.store import LISTEN, NOTIFY
+
 log = logging.getLogger(__name__)
 
-CHANNEL = "workflows_wake"
-NOTIFY_SQL = f"NOTIFY {CHANNEL}"
 IDLE_CAP_SECONDS = 10.0  # listening: a notification or the next due time wakes us first
 POLL_SECONDS = 0.5  # not listening: due timers and new work are seen within this
 LISTEN_TIMEOUT = 5.0  # the listener checks for a stop this often
@@ -38,7 +38,7 @@ def notify(using: str = "default") -> None:
     nothing on SQLite, whose runners poll."""
     if listens(using):
         with connections[using].cursor() as cursor:
-            cursor.execute(NOTIFY_SQL)
+            cursor.execute(NOTIFY)
 
 
 def schedule_wake(*, notified: bool = False) -> None:
@@ -119,7 +119,7 @@ class Waker:
             conn = None
             try:
                 conn = self._connect()
-                conn.execute(f"LISTEN {CHANNEL}")
+                conn.execute(LISTEN)
                 self.listening, delay = True, 0.5
                 self.wake()  # notifications may have been missed while we were not listening
                 while not self._stopped.is_set():
