@@ -45,21 +45,16 @@ class StatementCosts:
     ns, wall s) pairs."""
 
     def __init__(self):
-        self._execute = self._run = None
+        self._execute = None
         self._taken: list[tuple[int, float]] = []
 
     def install(self) -> "StatementCosts":
-        from ops import pgwire
-
-        self._execute, self._run = psycopg.Cursor.execute, pgwire._Statement.run
+        self._execute = psycopg.Cursor.execute  # ops.pgwire.execute runs through it too
 
         def execute(cursor, query, params=None, **kwargs):
             return self._timed(cursor.connection, self._execute, cursor, query, params, **kwargs)
 
-        def run(statement, conn, params):
-            return self._timed(conn, self._run, statement, conn, params)
-
-        psycopg.Cursor.execute, pgwire._Statement.run = execute, run
+        psycopg.Cursor.execute = execute
         return self
 
     def _timed(self, conn, fn, *args, **kwargs):
@@ -71,9 +66,7 @@ class StatementCosts:
             self._taken.append((on_cpu_ns(pid) - cpu, time.perf_counter() - started))
 
     def uninstall(self) -> None:
-        from ops import pgwire
-
-        psycopg.Cursor.execute, pgwire._Statement.run = self._execute, self._run
+        psycopg.Cursor.execute = self._execute
 
     def take(self) -> list[tuple[int, float]]:
         taken = list(self._taken)
@@ -109,8 +102,7 @@ class RoundTrips:
     """Counts statements and round trips of every psycopg connection in this process, per
     phase (`counter.phase = "run"`)."""
 
-    # "execute": psycopg.generators.execute, which ops.pgwire.execute waits on itself.
-    _EXECUTE = ("BaseCursor._execute_gen", "BaseCursor._executemany_gen_no_pipeline", "execute")
+    _EXECUTE = ("BaseCursor._execute_gen", "BaseCursor._executemany_gen_no_pipeline")
     _END = ("BaseConnection._commit_gen", "BaseConnection._rollback_gen")
     _SYNC = ("BasePipeline._exit_gen", "BasePipeline._sync_gen")
 

@@ -20,8 +20,9 @@ from datetime import datetime
 
 from django.db import transaction
 
-from workflows import cron, runtime, selectors, services
+from workflows import cron, runtime, selectors
 from workflows.authoring import registry
+from workflows.engine.create import NewInstance, create_instance
 from workflows.errors import InstanceIdAlreadyExists, WorkflowError
 from workflows.models import WorkflowSchedule
 
@@ -99,10 +100,13 @@ def _fire_one(pk: int, now: datetime) -> str | None:
         instance_id = cron.instance_id(fire_time)
         made = None
         try:
-            services.instance_create(
-                workflow_name=row.workflow_name,
-                instance_id=instance_id,
-                params={"scheduled_time": fire_time.isoformat().replace("+00:00", "Z")},
+            scheduled = fire_time.isoformat().replace("+00:00", "Z")
+            create_instance(
+                NewInstance(
+                    workflow_name=row.workflow_name,
+                    instance_id=instance_id,
+                    params={"scheduled_time": scheduled},
+                )
             )
             made = instance_id
         except InstanceIdAlreadyExists:

@@ -1,4 +1,4 @@
-"""The hot statements through libpq directly (ops/pgwire.execute): prepared once per
+"""The hot statements through psycopg's documented prepared statements (ops/pgwire.execute): prepared once per
 connection and parameter types, the same answers and errors as a psycopg cursor, the caller's
 transaction respected, and the server's prepared statements kept bounded."""
 
@@ -13,20 +13,17 @@ from ops import pgwire
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
 
-def _server_statements(prefix: str = "_vf") -> list[str]:
+def _server_statements(prefix: str = "_pg3") -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE %s", [f"{prefix}%"])
         return [name for (name,) in cursor.fetchall()]
 
 
-def test_placeholders_become_numbered_parameters():
-    assert pgwire.numbered("SELECT %s, %s::int %% 2, '100%%'") == (
-        b"SELECT $1, $2::int % 2, '100%'",
-        2,
-    )
-    for unsupported in ("SELECT %d", "SELECT 7 % 2", "SELECT %(name)s"):
+def test_placeholders_are_psycopgs_and_a_literal_percent_is_doubled():
+    assert pgwire.execute("SELECT %s, %s::int %% 2, '100%%'", [1, 7]) == (1, 1, "100%")
+    for unsupported in ("SELECT %d", "SELECT 7 % 2"):
         with pytest.raises(psycopg.ProgrammingError):
-            pgwire.numbered(unsupported)
+            pgwire.execute(unsupported, [])
 
 
 def test_a_statement_answers_its_first_row_with_the_cursors_types():

@@ -2,7 +2,7 @@
 every step boundary (persist.commit). The decisions come from workflows.decisions."""
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -11,22 +11,21 @@ from ops import tracing
 from workflows import decisions, durations, limits, runtime
 from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
-from workflows.engine import compose, persist, storage_faults, wake
+from workflows.engine import compose, persist, wake
 from workflows.engine.callbacks import run_inline, run_watched
 from workflows.engine.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.engine.code_changes import ReplayGuard, fingerprint_check
 from workflows.engine.results import error_dict, roundtrip
 from workflows.engine.storage_faults import StorageFault
+from workflows.engine.waits import Waits
 from workflows.errors import (
     InvalidStep,
     NonRetryableError,
     StepFailed,
-    WaitForEventTimeout,
     WorkflowError,
 )
 from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
-from workflows.models import WorkflowEvent as EventRow
 from workflows.step import Diverged, Halt, Step, Suspend
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ def max_recovery_attempts() -> int:
     return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
 
 
-class Execution:
+class Execution(Waits):
     def __init__(
         self, claim: Claim, loaded: Loaded, definition: WorkflowDefinition, *, threaded, budget
     ):
@@ -412,106 +411,6 @@ class Execution:
     def run_workflow(self, step, location, workflow_name, params, *, child_id):
         return compose.run_workflow(step, location, workflow_name, params, child_id=child_id)
 
-    # -- sleeps ------------------------------------------------------------------------------
-
-    def sleep(self, name, duration) -> None:
-        self._sleep(name, lambda now: now + durations.to_timedelta(duration))
-
-    def sleep_until(self, name, when) -> None:
-        self._sleep(name, lambda now: _aware(when))
-
-    def _sleep(self, name, wake_at_for) -> None:
-        limits.check_step_name(name)
-        state = self._existing(name, StepType.SLEEP)
-        now = runtime.now()
-        if state is not None and state.status == StepStatus.COMPLETE:
-            return
-        if state is None:
-            self.replaying = False
-            state = StepState(
-                name=name,
-                type=StepType.SLEEP,
-                status=StepStatus.SLEEPING,
-                wake_at=wake_at_for(now),
-                started_at=now,
-            )
-            self._stage(state)
-        if decisions.sleep_due(state.wake_at, now):
-            self.replaying = False  # from here on, this execution is new work
-            state.status, state.completed_at = StepStatus.COMPLETE, now
-            self._stage(state)
-            self._trace_wait(state, "sleep")
-            return
-        self._trace_wait(state, "sleep")
-        raise self._signal(state.wake_at, TaskKind.WAKE)
-
-    # -- events ------------------------------------------------------------------------------
-
-    def wait_for_event(self, name, *, type, timeout):  # noqa: A002
-        limits.check_step_name(name)
-        limits.check_event_type(type)
-        timeout_ms = decisions.wait_timeout_ms(timeout)
-        state = self._existing(name, StepType.WAIT_FOR_EVENT)
-        self._count(name)
-        if state is not None and state.status == StepStatus.COMPLETE:
-            return EventResult(state.result)
-        if state is not None and state.status == StepStatus.TIMED_OUT:
-            raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
-        now = runtime.now()
-        if state is None:
-            self.replaying = False
-            state = StepState(
-                name=name,
-                type=StepType.WAIT_FOR_EVENT,
-                status=StepStatus.WAITING,
-                wake_at=now + timedelta(milliseconds=timeout_ms),
-                wait_event_type=type,
-                started_at=now,
-            )
-            self._stage(state)
-        event = self._take_event(type)
-        if event is not None:
-            self.replaying = False
-            state.status, state.completed_at = StepStatus.COMPLETE, now
-            state.result = {
-                "type": event["type"],
-                "payload": event["payload"],
-                "timestamp": event["created_at"].isoformat(),
-            }
-            self.pending.consumed.append((event["pk"], name))
-            self._stage(state)
-            self._trace_wait(state, "event")
-            return EventResult(state.result)
-        if state.wake_at <= now:
-            self.replaying = False
-            state.status, state.completed_at = StepStatus.TIMED_OUT, now
-            state.error = {"name": "WaitForEventTimeout", "message": f"no {type!r} event"}
-            self._stage(state)
-            self._trace_wait(state, "event")
-            raise WaitForEventTimeout(f"no {type!r} event for step {name!r} in time")
-        self._trace_wait(state, "event")
-        raise self._signal(state.wake_at, TaskKind.WAKE, wait_event_type=type)
-
-    def _take_event(self, event_type: str) -> dict | None:
-        if self.events is None:
-            with storage_faults.guarded():
-                self.events = self._load_events()
-        for i, event in enumerate(self.events):
-            if event["type"] == event_type:
-                return self.events.pop(i)
-        return None
-
-    def _load_events(self) -> list[dict]:
-        return list(
-            EventRow.objects.filter(
-                instance_id=self.claim.instance_pk,
-                run_number=self.claim.run_number,
-                consumed_at__isnull=True,
-            )
-            .order_by("id")
-            .values("pk", "type", "payload", "created_at")
-        )
-
     # -- logs --------------------------------------------------------------------------------
 
     def log(self, level: str, message, data, category: str) -> None:
@@ -559,21 +458,3 @@ def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
         renew_every=max(claim.lease_seconds / 3, 0.05),
         renew=lambda: renew(claim),
     )
-
-
-class EventResult(dict):
-    """{"type", "payload", "timestamp"}, also readable as attributes (report.payload)."""
-
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-def _aware(when) -> datetime:
-    if isinstance(when, str):
-        when = datetime.fromisoformat(when)
-    if not isinstance(when, datetime):
-        raise InvalidStep(f"sleep_until needs a datetime, got {when!r}")
-    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -28,6 +28,7 @@ SERVER_CLOCK = "SELECT extract(epoch FROM clock_timestamp())"
 # Runnable = run_at set and due, lease free or expired, in the partial index's order. One
 # statement claims the task, flips a waiting instance to active and returns what the run needs.
 _DUE_AND_FREE = f"run_at <= {DB_NOW} AND (locked_until IS NULL OR locked_until <= {DB_NOW})"
+# The next runnable task, locked; rows other runners hold are skipped.
 _PG_NEXT = f"""(
         SELECT id FROM workflow_task
         WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
@@ -64,15 +65,19 @@ SELECT c.id, c.instance_id, c.run_number, c.fencing_token, c.kind, c.claims,
        set_config('synchronous_commit', 'off', true)
 FROM {source}
 """
+# The claimed task beside its instance (none when the instance is no longer runnable).
 _CLAIMED = "c LEFT JOIN i ON i.id = c.instance_id"
+# Claim the next runnable task and load what its run needs, in one statement.
 CLAIM_NEXT = _CLAIM_TEMPLATE.format(pick="", now=DB_NOW, target=_PG_NEXT, extra="", source=_CLAIMED)
 
-# Capped deployments (the claim of CLAIM_NEXT's shape for them): pick (skipping full groups), then recount under the group's lock.
+# Capped deployments: pick (skipping full groups), then recount under the group's lock.
+# The groups whose live leases have reached their cap.
 _FULL_GROUPS = f"""
 SELECT concurrency_group FROM workflow_task
 WHERE locked_until > {DB_NOW} AND concurrency_limit IS NOT NULL
 GROUP BY concurrency_group HAVING count(*) >= min(concurrency_limit)
 """
+# Lock the next runnable task whose group (if capped) is below its cap; not claimed yet.
 PICK_CAPPED = f"""
 SELECT id, concurrency_group, concurrency_limit FROM workflow_task
 WHERE run_at IS NOT NULL AND {_DUE_AND_FREE}
@@ -81,7 +86,9 @@ ORDER BY priority, run_at, id
 LIMIT 1
 FOR UPDATE SKIP LOCKED
 """
+# Serialise the claims of one concurrency group until the transaction ends.
 LOCK_GROUP = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 13))"
+# How many tasks of a group hold a live lease (the recount under the group's lock).
 COUNT_RUNNING = f"""
 SELECT count(*) FROM workflow_task
 WHERE concurrency_group = %s AND concurrency_limit IS NOT NULL AND locked_until > {DB_NOW}
@@ -179,7 +186,7 @@ UPDATE workflow_task SET locked_until = %s,
 WHERE id = %s AND fencing_token = %s AND locked_until > %s
 RETURNING run_at
 """
-# PostgreSQL: the lease is judged and extended by the server's clock (claim.DB_NOW). The task
+# PostgreSQL: the lease is judged and extended by the server's clock (DB_NOW). The task
 # row is locked (FOR NO KEY UPDATE) and written only when there is something to write: the
 # lease has less than two thirds left, or progress resets a recovery count that is not 0. Every
 # UPDATE of workflow_task is a new row version with new entries in all its indexes (the capped
@@ -189,6 +196,7 @@ LOCK_TASK = f"""t AS (
     WHERE id = %s AND fencing_token = %s AND locked_until > {DB_NOW}
     FOR NO KEY UPDATE
 )"""
+# Extend our lease when it is a third gone, or reset the recovery count on progress.
 RENEW_LEASE = f"""renewed AS (
     UPDATE workflow_task w SET locked_until = {DB_NOW} + make_interval(secs => %s),
         recovery_attempts = CASE WHEN %s THEN 0 ELSE w.recovery_attempts END
@@ -198,6 +206,7 @@ RENEW_LEASE = f"""renewed AS (
     )
     RETURNING 1
 )"""
+# The guard on PostgreSQL: lock our task, renew the lease if due, answer its run_at.
 GUARD_PG = f"WITH {LOCK_TASK}, {RENEW_LEASE} SELECT run_at FROM t"
 # The one-statement boundary's end: a task that is no longer ours or is paused (run_at NULL)
 # fails the statement with division_by_zero, so the server rolls back every write in it.

@@ -1,0 +1,135 @@
+"""The engine's layout, checked on the source: workflows/engine/ is one package whose imports
+point down only (never to services, the HTTP layer, the admin or the CLI), its SQL lives in
+engine/store.py alone, every create goes through create_instance, and no module of workflows/
+passes 500 lines."""
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / "workflows"
+ENGINE = WORKFLOWS / "engine"
+# The statements a store holds; a docstring or comment may name them, code may not.
+SQL = re.compile(
+    r"(INSERT INTO|DELETE FROM|UPDATE [a-z_\"]+ SET|SKIP LOCKED|ON CONFLICT|SELECT |NOTIFY |LISTEN )"
+)
+ABOVE_THE_ENGINE = (
+    "workflows.services",
+    "workflows.http",
+    "workflows.admin",
+    "workflows.cli",
+    "workflows.api",
+    "workflows.actions",
+    "workflows.management",
+    "workflows.testing",
+)
+
+
+def _modules(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.py") if "migrations" not in p.parts]
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module this file imports, at any depth (a lazy import points up all the same)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _code_strings(path: Path) -> list[str]:
+    """String constants other than docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_the_engine_never_imports_the_layers_above_it():
+    wrong = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _modules(ENGINE)
+        for name in _imports(path)
+        if name.startswith(ABOVE_THE_ENGINE)
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_the_old_runner_package_is_gone():
+    assert not (WORKFLOWS / "runner").exists()
+    assert not (WORKFLOWS / "create_statement.py").exists()
+    for path in _modules(ROOT / "workflows") + _modules(ROOT / "graphs") + _modules(ROOT / "labs"):
+        assert not any(n.startswith("workflows.runner") for n in _imports(path)), path
+
+
+def test_sql_text_lives_only_in_the_engine_store():
+    found = {
+        f"{path.relative_to(ROOT)}: {text[:60]!r}"
+        for path in _modules(WORKFLOWS)
+        if path != ENGINE / "store.py"
+        for text in _code_strings(path)
+        if SQL.search(text)
+    }
+    assert not found, sorted(found)
+
+
+def test_every_store_statement_has_a_comment_or_docstring_saying_what_it_does():
+    lines = (ENGINE / "store.py").read_text().splitlines()
+    tree = ast.parse("\n".join(lines))
+    bare = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.targets[0].id.isupper():
+            above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+            if not above.startswith("#"):
+                bare.append(node.targets[0].id)
+        elif (
+            isinstance(node, ast.FunctionDef)
+            and not node.name.startswith("_")
+            and ast.get_docstring(node) is None
+        ):
+            bare.append(node.name)
+    assert not bare, bare
+
+
+def test_only_the_engine_create_module_inserts_instances():
+    # One road: every other module creates through create_instance.
+    saves = re.compile(
+        r"(?<!class )WorkflowInstance\(|WorkflowInstance\.objects\.(create|bulk_create)\("
+    )
+    found = [
+        str(path.relative_to(ROOT))
+        for path in _modules(WORKFLOWS) + _modules(ROOT / "graphs") + _modules(ROOT / "labs")
+        if path != ENGINE / "create.py" and saves.search(path.read_text())
+    ]
+    assert not found, found
+
+
+# The admin is split on the branch that rewrites it (its actions move to workflows/actions.py).
+SPLIT_ON_ITS_OWN_BRANCH = {"workflows/admin.py"}
+
+
+def test_no_module_of_workflows_passes_500_lines():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules(WORKFLOWS)
+        if (n := len(path.read_text().splitlines())) > 500
+        and str(path.relative_to(ROOT)) not in SPLIT_ON_ITS_OWN_BRANCH
+    }
+    assert not long, long
