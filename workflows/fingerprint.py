@@ -1,7 +1,7 @@
 """Fingerprints of workflow code: the sha256 of a workflow function's source text.
 
 An instance records the fingerprint of the code its run started on; a runner that resumes it
-on code with another fingerprint says so (runner/code_changes.py). The source is hashed, not
+on code with another fingerprint says so (engine/code_changes.py). The source is hashed, not
 the bytecode, so an interpreter upgrade does not look like a code change; a function with no
 source file (built at run time) falls back to its marshalled code object. Only the workflow
 function itself is covered, not the helpers it calls.

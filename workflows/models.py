@@ -95,7 +95,7 @@ class WorkflowInstance(models.Model):
     error = models.JSONField(null=True, blank=True)  # {"name", "message"}
     request_id = models.CharField(max_length=128, blank=True, default="")
     priority = models.PositiveSmallIntegerField(default=DEFAULT_PRIORITY)
-    # sha256 of the workflow function's source when the current run started (runner/
+    # sha256 of the workflow function's source when the current run started (engine/
     # code_changes.py warns when a resume runs other code); "" until the run first executes.
     code_fingerprint = models.CharField(max_length=64, blank=True, default="")
     # {"key": "value"} as given at create (workflows.labels); the rows of WorkflowInstanceLabel

@@ -1,5 +1,5 @@
 """django-q2 entry points: `wake`, enqueued after commit whenever work becomes runnable
-(runner/wake.py), `sweep` for the one-minute schedule that catches everything else (timers, lost
+(engine/wake.py), `sweep` for the one-minute schedule that catches everything else (timers, lost
 wakes), and `gc` for the daily retention schedule."""
 
 import time

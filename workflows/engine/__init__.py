@@ -79,7 +79,7 @@ def run_one(*, owner: str, threaded: bool = True, budget: Budget | None = None) 
 
 def run_new(instance, now, lease: Lease, *, task_pk: int | None, threaded: bool = True) -> str:
     """Run a new instance whose first task is leased to `lease.owner`, as a runner would after
-    claiming it (runner/here.py): the task exists (`task_pk`), or None and the run's
+    claiming it (engine/here.py): the task exists (`task_pk`), or None and the run's
     first boundary creates instance and task (persist.Creating; NOT_CREATED if that wrote
     nothing). Returns what happened, as run_one does."""
     claim = Claim(

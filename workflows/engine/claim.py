@@ -57,7 +57,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Lease:
-    """The caller's lease on a task created leased (runner/here.py:
+    """The caller's lease on a task created leased (engine/here.py:
     the create is its claim)."""
 
     owner: str

@@ -111,7 +111,7 @@ class Execution(Waits):
         self.suspended: Suspend | None = None
         self.fault: StorageFault | None = None  # set once storage failed: the run must stop
         self.awaited_children: list[int] = []  # running children a suspension waits for
-        self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
+        self.guard = ReplayGuard(self.steps)  # replay divergence (engine/code_changes.py)
         self.creating: persist.Creating | None = None  # the first boundary creates the instance
         self.not_created = False  # ... and wrote nothing: every later commit raises NotCreated
 
@@ -242,7 +242,7 @@ class Execution(Waits):
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
         """The stored state of step `name` (None = new work). Every kind of step asks here, so
-        every one is checked against the run's history first (runner/code_changes.py)."""
+        every one is checked against the run's history first (engine/code_changes.py)."""
         self.guard.ask(name)
         state = self.steps.get(name)
         if state is not None and state.type != step_type:
@@ -448,7 +448,7 @@ def _wake_tasks_for_parent(loaded: Loaded) -> None:
 
 
 def run_callback(callback, *, timeout_ms: int, threaded: bool, claim: Claim):
-    """(value, None) or (None, exception); see runner/callbacks.py for the timeout rules.
+    """(value, None) or (None, exception); see engine/callbacks.py for the timeout rules.
     `threaded` = a real runner, whose watchdog thread renews the lease while the step runs."""
     if not threaded:
         return run_inline(callback, timeout_ms=timeout_ms)

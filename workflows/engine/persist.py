@@ -68,7 +68,7 @@ def commit(claim: Claim, pending: Pending, outcome) -> str:
 
 @dataclass
 class Creating:
-    """A new instance created with its run's first boundary (runner/here.py)."""
+    """A new instance created with its run's first boundary (engine/here.py)."""
 
     instance: WorkflowInstance  # validated, unsaved, of the version create.known_active gave
     now: datetime

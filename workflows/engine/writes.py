@@ -336,7 +336,7 @@ def _outcome_statements(claim: Claim, outcome, now: datetime, pending: Pending, 
 
 def _wake_runners(db) -> list:
     """A task now due at a new time: idle runners elsewhere (a runworkflows beside the cluster
-    that ran this) sleep until the due time they last read, so tell them (runner/wake.py)."""
+    that ran this) sleep until the due time they last read, so tell them (engine/wake.py)."""
     return [(store.NOTIFY, None)] if db.vendor == "postgresql" else []
 
 

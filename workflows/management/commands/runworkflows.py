@@ -5,7 +5,7 @@ Loop, per worker thread:
   2. claim one due task (lease + fencing token) and run it to its next boundary
      (a storage fault backs off instead, jittered and capped: leases keep the work safe);
   3. if nothing was due: with --once, exit; else sleep until the next task falls due or a
-     NOTIFY announces new work (PostgreSQL, runner/wake.py), reading the next due time again
+     NOTIFY announces new work (PostgreSQL, engine/wake.py), reading the next due time again
      every cap seconds (a read, not a claim), and go to 1. The cap is --poll if given, else
      10 s while listening and 0.5 s while polling (SQLite, or PostgreSQL while the listener
      reconnects).
