@@ -23,7 +23,7 @@ class WorkflowDefinition:
     name: str
     version: int
     fn: Callable
-    # Fleet options (issue 13): cron triggers, a concurrency cap, retention of finished runs.
+    # Fleet options: cron triggers, a concurrency cap, retention of finished runs.
     schedules: tuple[str, ...] = ()
     schedule_timezone: str = "UTC"
     concurrency: int | None = None

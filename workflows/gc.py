@@ -1,4 +1,4 @@
-"""Retention and garbage collection of finished instances (issue 13).
+"""Retention and garbage collection of finished instances.
 
 A finished instance (complete, errored, terminated) is deleted with its steps, events, logs,
 task and anything else that cascades from it (graph runs) once `completed_at` is older than the

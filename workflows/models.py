@@ -22,7 +22,7 @@ class StepType(models.TextChoices):
     DO = "do"
     SLEEP = "sleep"
     WAIT_FOR_EVENT = "wait_for_event"
-    # Composition (issue 12): rows that remember what a whole construct decided, so a replay
+    # Composition: rows that remember what a whole construct decided, so a replay
     # returns it without re-entering the branches / iterations / child.
     PARALLEL = "parallel"
     RACE = "race"

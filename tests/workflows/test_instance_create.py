@@ -1,4 +1,4 @@
-"""Creating an instance (issue 15): on PostgreSQL outside a transaction it is one statement in
+"""Creating an instance: on PostgreSQL outside a transaction it is one statement in
 one round trip (workflows.engine.create); on both databases it keeps its rules — the active
 version (also one an operator or another process activated since the last create), a refused
 duplicate id that writes nothing, labels, priority, params, request id and concurrency slot

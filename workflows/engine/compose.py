@@ -1,5 +1,5 @@
 """Composition on top of the step cache: parallel branches, races, durable loops and child
-workflows (issue 12). Everything here runs inside one Execution (execute.py).
+workflows. Everything here runs inside one Execution (execute.py).
 
 Branches run cooperatively in one run: each branch executes until it finishes, fails or
 suspends (sleep not due, event absent, retry pending, child running); the run then suspends
