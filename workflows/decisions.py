@@ -8,7 +8,7 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from workflows import durations
+from workflows import limits
 from workflows.errors import InstanceTerminal, InvalidStep
 from workflows.models import TERMINAL_STATUSES, Status, StepStatus
 
@@ -16,8 +16,9 @@ DEFAULT_RETRY_LIMIT = 5
 DEFAULT_RETRY_DELAY_MS = 10_000
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 BACKOFFS = ("constant", "linear", "exponential")
-# Unbounded exponential backoff with an infinite limit would overflow dates; a year is plenty.
-RETRY_DELAY_CAP_MS = 365 * 86_400_000
+# Unbounded exponential backoff with an infinite limit would overflow dates; a year is plenty
+# (the default of WORKFLOWS_RETRY_DELAY_MAX, which retry_policy reads into RetryPolicy.cap_ms).
+RETRY_DELAY_CAP_MS = limits.RETRY_DELAY_MAX_MS
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class RetryPolicy:
     delay_ms: int = DEFAULT_RETRY_DELAY_MS
     backoff: str = "exponential"
     max_delay_ms: int | None = None
+    cap_ms: int = RETRY_DELAY_CAP_MS
 
     @property
     def max_attempts(self) -> float:
@@ -35,7 +37,7 @@ class RetryPolicy:
 def retry_policy(raw: dict | None) -> RetryPolicy:
     """Validate the `retries=` option of step.do; unknown keys are mistakes, not ignored."""
     if raw is None:
-        return RetryPolicy()
+        return RetryPolicy(cap_ms=limits.retry_delay_cap_ms())
     if not isinstance(raw, dict):
         raise InvalidStep(f"retries must be a dict, got {type(raw).__name__}")
     unknown = set(raw) - {"limit", "delay", "backoff", "max_delay"}
@@ -52,9 +54,12 @@ def retry_policy(raw: dict | None) -> RetryPolicy:
     max_delay = raw.get("max_delay")
     return RetryPolicy(
         limit=limit,
-        delay_ms=durations.to_ms(raw.get("delay", DEFAULT_RETRY_DELAY_MS)),
+        delay_ms=limits.retry_delay_ms(raw.get("delay", DEFAULT_RETRY_DELAY_MS), option="delay"),
         backoff=backoff,
-        max_delay_ms=None if max_delay is None else durations.to_ms(max_delay),
+        max_delay_ms=None
+        if max_delay is None
+        else limits.retry_delay_ms(max_delay, option="max_delay"),
+        cap_ms=limits.retry_delay_cap_ms(),
     )
 
 
@@ -68,7 +73,7 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int) -> int:
         delay = policy.delay_ms * 2 ** min(attempt - 1, 60)
     if policy.max_delay_ms is not None:
         delay = min(delay, policy.max_delay_ms)
-    return min(delay, RETRY_DELAY_CAP_MS)
+    return min(delay, policy.cap_ms)
 
 
 @dataclass(frozen=True)
@@ -153,15 +158,13 @@ def sleep_due(wake_at: datetime, now: datetime) -> bool:
     return wake_at <= now
 
 
-WAIT_TIMEOUT_MIN_MS = 1000
-WAIT_TIMEOUT_MAX_MS = 365 * 86_400_000
+WAIT_TIMEOUT_MIN_MS = limits.WAIT_TIMEOUT_MIN_MS
+WAIT_TIMEOUT_MAX_MS = limits.WAIT_TIMEOUT_MAX_MS
 
 
 def wait_timeout_ms(raw) -> int:
-    ms = durations.to_ms(raw)
-    if not WAIT_TIMEOUT_MIN_MS <= ms <= WAIT_TIMEOUT_MAX_MS:
-        raise InvalidStep(f"wait_for_event timeout must be 1 second … 365 days, got {raw!r}")
-    return ms
+    """1 second … 365 days by default (WORKFLOWS_WAIT_TIMEOUT_MIN / _MAX)."""
+    return limits.wait_timeout_ms(raw)
 
 
 # What a runner may write at a step boundary, given the instance's status when it checks.

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from ops import tracing
-from workflows import decisions, durations, limits, runtime
+from workflows import decisions, limits, runtime
 from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
 from workflows.errors import (
@@ -238,8 +238,12 @@ class Execution:
 
     def _count(self, name: str) -> None:
         self.counted.add(name)
-        if len(self.counted) > limits.STEPS_PER_RUN_MAX:
-            raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
+        most = limits.steps_per_run_max()
+        if len(self.counted) > most:
+            raise InvalidStep(
+                f"a run may have at most {most} steps (WORKFLOWS_STEPS_PER_RUN_MAX); sleeps are "
+                "not counted"
+            )
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
         """The stored state of step `name` (None = new work). Every kind of step asks here, so
@@ -268,7 +272,9 @@ class Execution:
     def do(self, name, callback, *, retries, timeout):
         limits.check_step_name(name)
         policy = decisions.retry_policy(retries)
-        timeout_ms = decisions.DEFAULT_TIMEOUT_MS if timeout is None else durations.to_ms(timeout)
+        timeout_ms = (
+            decisions.DEFAULT_TIMEOUT_MS if timeout is None else limits.step_timeout_ms(timeout)
+        )
         state = self._existing(name, StepType.DO)
         self._count(name)
         now = runtime.now()
@@ -415,10 +421,10 @@ class Execution:
     # -- sleeps ------------------------------------------------------------------------------
 
     def sleep(self, name, duration) -> None:
-        self._sleep(name, lambda now: now + durations.to_timedelta(duration))
+        self._sleep(name, lambda now: now + timedelta(milliseconds=limits.sleep_ms(duration)))
 
     def sleep_until(self, name, when) -> None:
-        self._sleep(name, lambda now: _aware(when))
+        self._sleep(name, lambda now: _until(when, now))
 
     def _sleep(self, name, wake_at_for) -> None:
         limits.check_step_name(name)
@@ -516,8 +522,7 @@ class Execution:
 
     def log(self, level: str, message, data, category: str) -> None:
         limits.check_log_message(message)
-        if category == "system":
-            raise InvalidStep('log category "system" is reserved for the engine')
+        limits.check_log_category(category)
         if data is not None:
             data = roundtrip(limits.check_json(data, what="log data"))
         self._log(level, message, data, category)
@@ -569,6 +574,16 @@ class EventResult(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def _until(when, now: datetime) -> datetime:
+    """sleep_until's wake time, at most WORKFLOWS_SLEEP_MAX from now."""
+    at = _aware(when)
+    ahead_ms = (at - now).total_seconds() * 1000
+    limits.check_sleep_ms(
+        int(ahead_ms), what=f"sleep_until {at.isoformat()} ({ahead_ms:.0f} ms ahead)"
+    )
+    return at
 
 
 def _aware(when) -> datetime:
