@@ -8,9 +8,12 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import psycopg
+from django.db import DataError
+
 from workflows import limits
 from workflows.errors import InstanceTerminal, InvalidStep
-from workflows.models import TERMINAL_STATUSES, Status, StepStatus
+from workflows.models import TERMINAL_STATUSES, Status, StepStatus, StepType
 
 DEFAULT_RETRY_LIMIT = 5
 DEFAULT_RETRY_DELAY_MS = 10_000
@@ -287,3 +290,54 @@ def replay_divergence(recorded: Sequence[str], asked: Container[str], requested:
         if name not in asked and location_scope(name) == scope:
             return name
     return None
+
+
+# -- values the database refuses -----------------------------------------------------------------
+
+# SQLSTATE class 22, "data exception": a value too long for its column (22001), out of range
+# (22003), a NUL in JSON text (22P05)... The statement is at fault, not the connection: it would be
+# refused again on every claim, so it is no crash to retry (docs/workflows/faults.md).
+DATA_EXCEPTION_CLASS = "22"
+
+
+def refused_value(exc: BaseException) -> dict | None:
+    """The instance error for a step-boundary write the database refused for its values, or None
+    when `exc` is anything else (a lost connection is a storage fault, an IntegrityError from a
+    step's own write a step error). Looks through the causes: Django wraps the driver's error.
+    psycopg refuses a NUL in text itself, as a DataError with no SQLSTATE."""
+    seen, error = exc, None
+    while seen is not None:
+        sqlstate = getattr(seen, "sqlstate", None)
+        if isinstance(seen, DataError | psycopg.DataError) or (
+            isinstance(sqlstate, str) and sqlstate.startswith(DATA_EXCEPTION_CLASS)
+        ):
+            error = seen  # keep going: the innermost says most (StringDataRightTruncation)
+        seen = seen.__cause__
+    if error is None:
+        return None
+    # The first line only: PostgreSQL's CONTEXT lines may quote the refused value.
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return {
+        "name": type(error).__name__,
+        "message": (
+            f"the database refused a value this run wrote at a step boundary: {reason}; it "
+            "would be refused on every retry, so the instance failed at once"
+        )[:2048],
+    }
+
+
+def refused_boundary_steps(staged, error: dict, now: datetime, *, strict: bool, mutated: bool):
+    """The steps of a refused boundary as the instance's failure stores them. A step.do step
+    that was starting or retrying is errored with the refusal, and so is a completed one whose
+    own database writes (step.tx.mutate, `mutated`) were in the refused boundary; finished ones
+    keep their outcome. `strict` (that was refused too): every step.do step is errored, since
+    its result or error may be the refused value."""
+    steps = []
+    for state in staged:
+        finished = state.status in (StepStatus.COMPLETE, StepStatus.ERRORED)
+        keeps = finished and not strict and not (mutated and state.status == StepStatus.COMPLETE)
+        if state.type == StepType.DO and not keeps:
+            state.status, state.result, state.error = StepStatus.ERRORED, None, error
+            state.completed_at = state.completed_at or now
+        steps.append(state)
+    return steps

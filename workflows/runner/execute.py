@@ -27,7 +27,7 @@ from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.runner.code_changes import ReplayGuard, fingerprint_check
 from workflows.runner.results import error_dict, roundtrip
 from workflows.runner.storage_faults import StorageFault
-from workflows.step import Diverged, Halt, Step, Suspend
+from workflows.step import Diverged, Halt, Refused, Step, Suspend
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,17 @@ class Execution:
         self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
         self.creating: persist.Creating | None = None  # the first boundary creates the instance
         self.not_created = False  # ... and wrote nothing: every later commit raises NotCreated
+        self.refused: dict | None = None  # the database refused a boundary's values (decisions)
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> str:
+        try:
+            return self._run()
+        except Refused as signal:
+            return self._fail_refused(signal.error)
+
+    def _run(self) -> str:
         event = WorkflowEvent(
             payload=self.loaded.params,
             instance_id=self.loaded.instance_id,
@@ -149,6 +156,8 @@ class Execution:
             return self._fail(exc)
         if self.fault is not None:  # workflow code swallowed the fault with BaseException
             raise self.fault
+        if self.refused is not None:  # ... or the refusal
+            raise Refused(self.refused)
         if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
             return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
@@ -209,6 +218,8 @@ class Execution:
         """persist.commit, refusing to go on once storage failed in this run."""
         if self.fault is not None:
             raise self.fault
+        if self.refused is not None:
+            raise Refused(self.refused)
         if self.not_created:
             raise NotCreated()
         try:
@@ -218,6 +229,33 @@ class Execution:
         except StorageFault as fault:
             self.fault = fault
             raise
+        except Exception as exc:
+            self.refused = decisions.refused_value(exc)
+            if self.refused is None:
+                raise
+            raise Refused(self.refused) from exc
+
+    def _fail_refused(self, error: dict) -> str:
+        """Fail the instance with the database's refusal at once instead of leaving the run to
+        be claimed again (and refused again) until it counts as a crash loop. Nothing of the
+        refused boundary was written; its logs are dropped and its steps stored as
+        decisions.refused_boundary_steps says, more strictly while the failure is refused too,
+        and at last the failure alone."""
+        self.refused = None
+        fingerprint, staged = self.pending.fingerprint, list(self.pending.steps.values())
+        mutated, now = bool(self.pending.mutations), runtime.now()
+        for strict, keep in ((False, True), (True, True), (True, False)):
+            self.pending.clear()
+            self.pending.fingerprint = fingerprint
+            for state in decisions.refused_boundary_steps(
+                staged if keep else (), error, now, strict=strict, mutated=mutated
+            ):
+                self._stage(state)
+            try:
+                return self._fail_with(error)
+            except Refused:
+                self.refused = None
+        raise RuntimeError(f"the database refused even the instance's failure: {error}")
 
     def _commit_creating(self, outcome) -> str:
         permission = persist.commit_creating(self.claim, self.creating, self.pending, outcome)
