@@ -182,8 +182,9 @@ class Command(BaseCommand):
             version=options.get("workflow_version"),
             actor=ACTOR,
         )
+        canary = f" (v{instance.version})" if options.get("workflow_version") else ""
         self.say(
-            f"created {instance.instance_id} (v{instance.version})  {describe(selectors.instance_details(instance))}"
+            f"created {instance.instance_id}{canary}  {describe(selectors.instance_details(instance))}"
         )
 
     def cmd_disable(self, options):
