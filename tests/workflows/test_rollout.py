@@ -7,6 +7,7 @@ import io
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 import tests.workflows.rollout_workflows  # noqa: F401 - registers roll-*
 from ops.models import AuditLog
@@ -197,3 +198,17 @@ def test_the_one_statement_create_sees_a_disable_made_elsewhere():
     WorkflowDeployment.objects.filter(workflow_name="h5-ver").update(disabled=True)
     with pytest.raises(WorkflowDisabled):
         services.instance_create(workflow_name="h5-ver", instance_id="fast-2")
+
+
+def test_the_console_disables_after_a_confirmation_and_enables_again(client, staff):
+    client.force_login(staff)
+    url = reverse("admin:workflows_switch", args=["disable", "h5-ver"])
+    assert "Disable h5-ver?" in client.post(url).content.decode()
+    assert not rollout.is_disabled(name="h5-ver")
+    page = client.post(url, {"confirm": "yes"}, follow=True).content.decode()
+    assert "Disabled h5-ver: new instances are refused." in page and "Enable h5-ver" in page
+    assert rollout.is_disabled(name="h5-ver")
+    assert AuditLog.objects.get(action="workflow.disable").actor == f"user:{staff.username}"
+    enable = reverse("admin:workflows_switch", args=["enable", "h5-ver"])
+    client.post(enable, {"confirm": "yes"})
+    assert not rollout.is_disabled(name="h5-ver")
