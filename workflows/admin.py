@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from ops import strict_json
 from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
 from ops.errors import ApiError
-from workflows import labels, runtime, selectors
+from workflows import labels, rollout, runtime, selectors
 from workflows.authoring import registry
 from workflows.errors import WorkflowError
 from workflows.http import operations
@@ -398,6 +398,11 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
                 self.admin_site.admin_view(self.activate_view),
                 name="workflows_activate_version",
             ),
+            path(
+                "switch/<str:switch>/<str:name>/",
+                self.admin_site.admin_view(self.switch_view),
+                name="workflows_switch",
+            ),
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
@@ -410,6 +415,9 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
         ):
             counts.setdefault((row["workflow_name"], row["version"]), {})[row["status"]] = row["n"]
         active = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
+        disabled = set(
+            WorkflowDeployment.objects.filter(disabled=True).values_list("workflow_name", flat=True)
+        )
         names = sorted(set(registry.names()) | {name for name, _ in counts} | set(active))
         load = selectors.workflow_load()
         workflows = []
@@ -421,6 +429,7 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
                 {
                     "name": name,
                     "active_version": active.get(name),
+                    "disabled": name in disabled,
                     "load": load.get(name, idle),
                     "concurrency": definition.concurrency if definition else None,
                     "concurrency_key": definition.concurrency_key if definition else None,
@@ -449,6 +458,37 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
             **(extra_context or {}),
         }
         return TemplateResponse(request, self.change_list_template, context)
+
+    def switch_view(self, request, name: str, switch: str):
+        """Disable (refuse new instances) or enable a workflow: workflows.rollout."""
+        back = HttpResponseRedirect(reverse("admin:workflows_workflowdeployment_changelist"))
+        if switch not in ("disable", "enable"):
+            return back
+        if not is_confirmed(request):
+            return confirmation_page(
+                request,
+                model=WorkflowDeployment,
+                title=f"{switch.capitalize()} {name}?",
+                explanation=f"New instances of {name} will be "
+                + ("refused (409 disabled)" if switch == "disable" else "accepted again")
+                + "; instances already running go on.",
+                submit=f"Yes, {switch} {name}",
+            )
+        try:
+            policy_check(request, operation="manage", workflow_name=name)
+            action = (
+                rollout.do_disable_workflow if switch == "disable" else rollout.do_enable_workflow
+            )
+            action(name=name, request=request)
+            outcome = "refused" if switch == "disable" else "accepted"
+            self.message_user(
+                request, f"{switch.capitalize()}d {name}: new instances are {outcome}."
+            )
+        except ApiError as exc:
+            self.message_user(
+                request, f"{switch} refused: {exc.code}: {exc.message}", messages.ERROR
+            )
+        return back
 
     def activate_view(self, request, name: str, version: int):
         back = HttpResponseRedirect(reverse("admin:workflows_workflowdeployment_changelist"))

@@ -8,8 +8,9 @@ NOTIFY of schedule_wake (runner/wake.py).
 
 The active version is the one this process last saw active for the workflow (`_seen`, filled by
 services.instance_create's ORM path after workflow_active_version validated it). The statement
-inserts only while the deployment row still says that version, so an activation by an operator
-or another process is never missed; nor is an instance id that already exists (ON CONFLICT DO
+inserts only while the deployment row still says that version and is not disabled
+(workflows.rollout), so an activation or a disable by an operator or another process is never
+missed; nor is an instance id that already exists (ON CONFLICT DO
 NOTHING). Either way nothing is written, no notification is sent, and `insert` returns False:
 the caller falls back to the ORM path, which reads the pointer again (and creates it on first
 use) or raises InstanceIdAlreadyExists.
@@ -53,7 +54,8 @@ def known_active(name: str) -> int | None:
 # runner/here.py, leased at once to the caller, as a claim would (lease judged by
 # the server's clock, fencing token 1, a claim without progress counted).
 _CTES = """d AS (
-    SELECT 1 FROM workflow_deployment WHERE workflow_name = %s AND active_version = %s
+    SELECT 1 FROM workflow_deployment
+    WHERE workflow_name = %s AND active_version = %s AND NOT disabled
 ), i AS (
     INSERT INTO workflow_instance (
         workflow_name, instance_id, version, status, run_number, params, output, error,

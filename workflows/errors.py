@@ -30,6 +30,13 @@ class NoActiveDeployment(WorkflowError):
     status = 409
 
 
+class WorkflowDisabled(WorkflowError):
+    """New instances of a disabled workflow are refused (workflows.rollout); running ones go on."""
+
+    code = "disabled"
+    status = 409
+
+
 class InstanceNotFound(WorkflowError):
     code = "instance_not_found"
     status = 404
@@ -173,6 +180,7 @@ ALL_CODES = sorted(
             InvalidWorkflowDefinition,
             InvalidLabels,
             UnknownStep,
+            WorkflowDisabled,
         )
     }
 )

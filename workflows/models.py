@@ -75,6 +75,9 @@ class WorkflowDeployment(models.Model):
 
     workflow_name = models.CharField(max_length=64, unique=True)
     active_version = models.PositiveIntegerField(null=True, blank=True)  # None = deactivated
+    # Disabled (workflows.rollout): every road to a new instance refuses it with 409 `disabled`
+    # (create_statement's one-statement create reads it too); running instances go on.
+    disabled = models.BooleanField(default=False, db_default=False)
     updated_at = models.DateTimeField()
 
     class Meta:

@@ -23,6 +23,7 @@ from workflows import (
     decisions,
     labels,
     limits,
+    rollout,
     runtime,
 )
 from workflows.authoring import registry
@@ -106,6 +107,17 @@ def workflow_active_version(*, name: str) -> int:
             active_version=active,
         )
     return active
+
+
+def _version_for_new(name: str, version: int | None) -> int:
+    """The active version, or `version` when the caller names one (a canary beside the
+    pointer); refused with 409 `disabled` while the workflow is disabled (workflows.rollout)."""
+    if version is None:
+        chosen = workflow_active_version(name=name)
+    else:
+        chosen = rollout.check_version(name=name, version=version)
+    rollout.check_enabled(name=name)
+    return chosen
 
 
 def workflow_version_activate(*, name: str, version: int, actor=None, request=None):
@@ -200,32 +212,52 @@ def instance_create(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
+    version: int | None = None,
     actor=None,
     request=None,
 ) -> WorkflowInstance:
     """Create an instance of the active version, runnable now (one transaction). `priority`
     0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
-    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters.
+    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters. `version`: run
+    that registered version instead of the active one (a canary; the pointer is unchanged).
 
     On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
     active is one statement (workflows.create_statement); when it writes nothing (the pointer
     moved, the id exists) or does not apply, the ORM path below decides."""
     now = runtime.now()
     limits.check_priority(priority)
-    version = create_statement.known_active(workflow_name)
-    if version is not None and actor is None and request is None and create_statement.applies():
-        instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
+    active = create_statement.known_active(workflow_name) if version is None else None
+    if active is not None and actor is None and request is None and create_statement.applies():
+        instance = _new_instance(workflow_name, active, instance_id, params, now, priority, labels)
         if create_statement.insert(instance, now):
             wake.schedule_wake(notified=True)
             return instance
     instance, _ = _create_with_orm(
-        workflow_name, instance_id, params, now, priority, labels, actor=actor, request=request
+        workflow_name,
+        instance_id,
+        params,
+        now,
+        priority,
+        labels,
+        version=version,
+        actor=actor,
+        request=request,
     )
     return instance
 
 
 def _create_with_orm(
-    workflow_name, instance_id, params, now, priority, labels, *, lease=None, actor, request
+    workflow_name,
+    instance_id,
+    params,
+    now,
+    priority,
+    labels,
+    *,
+    lease=None,
+    version=None,
+    actor,
+    request,
 ) -> tuple[WorkflowInstance, WorkflowTask]:
     """instance_create's rules through the ORM, in one transaction: the active version read
     again (and created on first use), a duplicate id refused, the audit row. `lease`: the first
@@ -233,8 +265,11 @@ def _create_with_orm(
     runners, whose claims count the cap)."""
     try:
         with transaction.atomic():
-            version = workflow_active_version(name=workflow_name)
-            create_statement.remember_active(workflow_name, version)
+            if version is None:
+                version = _version_for_new(workflow_name, None)
+                create_statement.remember_active(workflow_name, version)
+            else:
+                version = _version_for_new(workflow_name, version)
             instance = _new_instance(
                 workflow_name, version, instance_id, params, now, priority, labels
             )
@@ -293,6 +328,7 @@ def instance_create_once(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
+    version: int | None = None,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
@@ -305,6 +341,8 @@ def instance_create_once(
         arguments["priority"] = priority
     if labels:
         arguments["labels"] = labels
+    if version is not None:
+        arguments["version"] = version
     digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
@@ -320,6 +358,7 @@ def instance_create_once(
                 params=params,
                 priority=priority,
                 labels=labels,
+                version=version,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -339,7 +378,7 @@ def instance_create_batch(
 ) -> list[WorkflowInstance]:
     """Create many instances; ids that already exist (or repeat in the batch) are skipped and
     left out of the result. Everything is validated before anything is written."""
-    version = workflow_active_version(name=workflow_name)
+    version = _version_for_new(workflow_name, None)
     now = runtime.now()
     wanted: dict[str, WorkflowInstance] = {}
     for item in items:
@@ -484,7 +523,7 @@ def instance_spawn_child(
             return instance_restart(instance=existing)
         return existing
     now = runtime.now()
-    version = workflow_active_version(name=workflow_name)
+    version = _version_for_new(workflow_name, None)
     instance = _new_instance(workflow_name, version, instance_id, params, now)
     instance.parent_id = parent_pk
     _save_new(instance, now)

@@ -57,4 +57,12 @@ urlpatterns = [
         views.ActivateVersionView.as_view(),
         name="workflows-version-activate",
     ),
+    *[
+        path(
+            f"v1/workflows/<str:name>/{switch}",
+            views.WorkflowSwitchView.as_view(switch=switch, action=switch),
+            name=f"workflows-{switch}",
+        )
+        for switch in ("disable", "enable")
+    ],
 ]

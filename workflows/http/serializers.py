@@ -124,6 +124,12 @@ class InstanceCreateSerializer(serializers.Serializer):
     params = serializers.JSONField(required=False, allow_null=True)
     priority = PriorityField(required=False, allow_null=True)
     labels = LabelsField(required=False, allow_null=True)
+    version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="run this registered version instead of the active one (a canary)",
+    )
 
 
 class BatchItemSerializer(serializers.Serializer):
@@ -299,6 +305,7 @@ class ActiveVersionSerializer(serializers.Serializer):
     active_version = serializers.IntegerField()
     versions = serializers.ListField(child=serializers.IntegerField())
     updated_at = serializers.DateTimeField(allow_null=True)
+    disabled = serializers.BooleanField(help_text="new instances are refused with 409 disabled")
 
 
 # --- GET /v1/workflows/{name} ---------------------------------------------------------------

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ops.idempotency import idempotent
-from workflows import labels, selectors, services
+from workflows import labels, rollout, selectors, services
 from workflows.authoring import registry
 from workflows.errors import WorkflowError, WorkflowNotFound
 from workflows.http import operations, schema  # noqa: F401 - registers the auth schemes
@@ -30,6 +30,7 @@ STATUS_BY_CODE = {
     "instance_not_found": 404,
     "instance_id_already_exists": 409,
     "no_active_deployment": 409,
+    "disabled": 409,
     "instance_terminal": 409,
     "invalid_instance_id": 400,
     "invalid_event_type": 400,
@@ -118,6 +119,7 @@ def active_version_body(name: str) -> dict:
         "active_version": active,
         "versions": registry.versions(name),
         "updated_at": row.updated_at if row else None,
+        "disabled": bool(row and row.disabled),
     }
 
 
@@ -186,6 +188,7 @@ class InstanceListCreateView(WorkflowsView):
             params=body.validated_data.get("params"),
             priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
             labels=body.validated_data.get("labels"),
+            version=body.validated_data.get("version"),
             request=request,
         )
         return Response(summary(instance), status=201)
@@ -393,6 +396,27 @@ class ActivateVersionView(WorkflowsView):
     @mutation("workflow.version_activate")
     def post(self, request, name, version):
         operations.version_activate(workflow_name=name, version=version, request=request)
+        return Response(active_version_body(name))
+
+
+class WorkflowSwitchView(WorkflowsView):
+    """POST …/disable | …/enable (workflows.rollout): new instances refused or accepted again."""
+
+    scopes = {"POST": "manage"}
+    switch = action = "disable"  # as_view() sets both: the route and the audit action
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.ActiveVersionSerializer, **ERRORS},
+        summary="Disable (refuse new instances) or enable a workflow",
+    )
+    @mutation("workflow.{action}")
+    def post(self, request, name):
+        action = (
+            rollout.do_disable_workflow if self.switch == "disable" else rollout.do_enable_workflow
+        )
+        action(name=name, request=request)
         return Response(active_version_body(name))
 
 

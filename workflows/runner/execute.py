@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from ops import tracing
-from workflows import decisions, durations, limits, runtime
+from workflows import decisions, limits, runtime
 from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
 from workflows.errors import (
@@ -27,7 +27,7 @@ from workflows.runner.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.runner.code_changes import ReplayGuard, fingerprint_check
 from workflows.runner.results import error_dict, roundtrip
 from workflows.runner.storage_faults import StorageFault
-from workflows.step import Diverged, Halt, Step, Suspend
+from workflows.step import Diverged, Halt, Refused, Step, Suspend
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,17 @@ class Execution:
         self.guard = ReplayGuard(self.steps)  # replay divergence (runner/code_changes.py)
         self.creating: persist.Creating | None = None  # the first boundary creates the instance
         self.not_created = False  # ... and wrote nothing: every later commit raises NotCreated
+        self.refused: dict | None = None  # the database refused a boundary's values (decisions)
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> str:
+        try:
+            return self._run()
+        except Refused as signal:
+            return self._fail_refused(signal.error)
+
+    def _run(self) -> str:
         event = WorkflowEvent(
             payload=self.loaded.params,
             instance_id=self.loaded.instance_id,
@@ -149,6 +156,8 @@ class Execution:
             return self._fail(exc)
         if self.fault is not None:  # workflow code swallowed the fault with BaseException
             raise self.fault
+        if self.refused is not None:  # ... or the refusal
+            raise Refused(self.refused)
         if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
             return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
@@ -209,6 +218,8 @@ class Execution:
         """persist.commit, refusing to go on once storage failed in this run."""
         if self.fault is not None:
             raise self.fault
+        if self.refused is not None:
+            raise Refused(self.refused)
         if self.not_created:
             raise NotCreated()
         try:
@@ -218,6 +229,33 @@ class Execution:
         except StorageFault as fault:
             self.fault = fault
             raise
+        except Exception as exc:
+            self.refused = decisions.refused_value(exc)
+            if self.refused is None:
+                raise
+            raise Refused(self.refused) from exc
+
+    def _fail_refused(self, error: dict) -> str:
+        """Fail the instance with the database's refusal at once instead of leaving the run to
+        be claimed again (and refused again) until it counts as a crash loop. Nothing of the
+        refused boundary was written; its logs are dropped and its steps stored as
+        decisions.refused_boundary_steps says, more strictly while the failure is refused too,
+        and at last the failure alone."""
+        self.refused = None
+        fingerprint, staged = self.pending.fingerprint, list(self.pending.steps.values())
+        mutated, now = bool(self.pending.mutations), runtime.now()
+        for strict, keep in ((False, True), (True, True), (True, False)):
+            self.pending.clear()
+            self.pending.fingerprint = fingerprint
+            for state in decisions.refused_boundary_steps(
+                staged if keep else (), error, now, strict=strict, mutated=mutated
+            ):
+                self._stage(state)
+            try:
+                return self._fail_with(error)
+            except Refused:
+                self.refused = None
+        raise RuntimeError(f"the database refused even the instance's failure: {error}")
 
     def _commit_creating(self, outcome) -> str:
         permission = persist.commit_creating(self.claim, self.creating, self.pending, outcome)
@@ -238,8 +276,12 @@ class Execution:
 
     def _count(self, name: str) -> None:
         self.counted.add(name)
-        if len(self.counted) > limits.STEPS_PER_RUN_MAX:
-            raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
+        most = limits.steps_per_run_max()
+        if len(self.counted) > most:
+            raise InvalidStep(
+                f"a run may have at most {most} steps (WORKFLOWS_STEPS_PER_RUN_MAX); sleeps are "
+                "not counted"
+            )
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
         """The stored state of step `name` (None = new work). Every kind of step asks here, so
@@ -268,7 +310,9 @@ class Execution:
     def do(self, name, callback, *, retries, timeout):
         limits.check_step_name(name)
         policy = decisions.retry_policy(retries)
-        timeout_ms = decisions.DEFAULT_TIMEOUT_MS if timeout is None else durations.to_ms(timeout)
+        timeout_ms = (
+            decisions.DEFAULT_TIMEOUT_MS if timeout is None else limits.step_timeout_ms(timeout)
+        )
         state = self._existing(name, StepType.DO)
         self._count(name)
         now = runtime.now()
@@ -415,10 +459,10 @@ class Execution:
     # -- sleeps ------------------------------------------------------------------------------
 
     def sleep(self, name, duration) -> None:
-        self._sleep(name, lambda now: now + durations.to_timedelta(duration))
+        self._sleep(name, lambda now: now + timedelta(milliseconds=limits.sleep_ms(duration)))
 
     def sleep_until(self, name, when) -> None:
-        self._sleep(name, lambda now: _aware(when))
+        self._sleep(name, lambda now: _until(when, now))
 
     def _sleep(self, name, wake_at_for) -> None:
         limits.check_step_name(name)
@@ -516,8 +560,7 @@ class Execution:
 
     def log(self, level: str, message, data, category: str) -> None:
         limits.check_log_message(message)
-        if category == "system":
-            raise InvalidStep('log category "system" is reserved for the engine')
+        limits.check_log_category(category)
         if data is not None:
             data = roundtrip(limits.check_json(data, what="log data"))
         self._log(level, message, data, category)
@@ -569,6 +612,16 @@ class EventResult(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def _until(when, now: datetime) -> datetime:
+    """sleep_until's wake time, at most WORKFLOWS_SLEEP_MAX from now."""
+    at = _aware(when)
+    ahead_ms = (at - now).total_seconds() * 1000
+    limits.check_sleep_ms(
+        int(ahead_ms), what=f"sleep_until {at.isoformat()} ({ahead_ms:.0f} ms ahead)"
+    )
+    return at
 
 
 def _aware(when) -> datetime:

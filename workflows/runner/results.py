@@ -15,4 +15,12 @@ def roundtrip(value):
 
 def error_dict(exc: BaseException) -> dict:
     name = exc.error_name if isinstance(exc, StepFailed) else type(exc).__name__
-    return {"name": name, "message": str(exc)[:2048]}
+    return {"name": name, "message": storable(str(exc))[:2048]}
+
+
+def storable(text: str) -> str:
+    """An exception's text as every database stores it: a NUL or a lone surrogate (bytes parsed
+    as text) is escaped, not refused by PostgreSQL at the boundary."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

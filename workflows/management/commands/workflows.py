@@ -11,6 +11,9 @@ audit-logged like the API's (actor "system:manage.py").
     ./manage.py workflows send-event --workflow lab-report --id upload-42 --type lab_report
     ./manage.py workflows activate --workflow lab-report --version 2
     ./manage.py workflows gc [--dry-run]
+    ./manage.py workflows create --workflow lab-report --version 3   # a canary beside the pointer
+    ./manage.py workflows disable|enable --workflow lab-report [--reason "..."]
+    ./manage.py workflows check-replay [--workflow lab-report]
 """
 
 import json
@@ -19,7 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ops.errors import ApiError
-from workflows import gc, selectors
+from workflows import gc, replay_check, rollout, selectors
 from workflows.cli import describe, fmt_log, wait_reason
 from workflows.http import operations
 from workflows.http.serializers import LogRowSerializer
@@ -63,6 +66,7 @@ class Command(BaseCommand):
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--id", "-i")
         p.add_argument("--params", "-p")
+        p.add_argument("--version", type=int, dest="workflow_version", help="canary version")
         for action in ACTIONS:
             p = one(action, f"{action} an instance")
             if action == "restart":
@@ -76,6 +80,12 @@ class Command(BaseCommand):
         p = sub.add_parser("activate", help="make a version the one new instances run")
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--version", type=int, required=True, dest="workflow_version")
+        for switch in ("disable", "enable"):
+            p = sub.add_parser(switch, help=f"{switch} new instances of a workflow (audited)")
+            p.add_argument("--workflow", "-w", required=True)
+            p.add_argument("--reason", default="")
+        p = sub.add_parser("check-replay", help="live instances the code now would not replay")
+        p.add_argument("--workflow", "-w")
 
     def handle(self, *args, command, **options):
         handler = getattr(self, "cmd_" + command.replace("-", "_"), None)
@@ -169,11 +179,25 @@ class Command(BaseCommand):
             workflow_name=options["workflow"],
             instance_id=options["id"],
             params=_json_arg(options["params"], "--params"),
+            version=options.get("workflow_version"),
             actor=ACTOR,
         )
+        canary = f" (v{instance.version})" if options.get("workflow_version") else ""
         self.say(
-            f"created {instance.instance_id}  {describe(selectors.instance_details(instance))}"
+            f"created {instance.instance_id}{canary}  {describe(selectors.instance_details(instance))}"
         )
+
+    def cmd_disable(self, options):
+        rollout.do_disable_workflow(name=options["workflow"], actor=ACTOR, reason=options["reason"])
+        self.say(f"{options['workflow']} disabled: new instances are refused")
+
+    def cmd_enable(self, options):
+        rollout.do_enable_workflow(name=options["workflow"], actor=ACTOR, reason=options["reason"])
+        self.say(f"{options['workflow']} enabled: new instances are accepted")
+
+    def cmd_check_replay(self, options):
+        for line in replay_check.report(replay_check.check(workflow_name=options["workflow"])):
+            self.say(line)
 
     def cmd_action(self, action, options):
         extra = {"from_step": options["from_step"]} if options.get("from_step") else {}
