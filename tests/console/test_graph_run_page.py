@@ -7,7 +7,7 @@ from graphs import drawing
 
 
 def node_state(html, ref):
-    found = re.search(r'<g class="vf-node" data-node="%s" data-state="(\w+)"' % ref, html)
+    found = re.search('<g class="vf-node" data-node="' + ref + r'" data-state="(\w+)"', html)
     return found and found.group(1)
 
 

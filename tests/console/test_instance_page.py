@@ -15,7 +15,7 @@ def page(console, name, instance_id):
 
 
 def bars(html, kind=None):
-    return re.findall(r'class="vf-bar vf-%s"' % (kind or r"\w+"), html)
+    return re.findall('class="vf-bar vf-' + (kind or r"\w+") + '"', html)
 
 
 def test_a_retried_failing_step_draws_one_bar_per_attempt_and_the_backoffs(harness, console):
