@@ -168,10 +168,9 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
         "workflow_name",
         "instance_id",
         "version_label",
-        "run_number",
         "current_step",
         "last_error",
-        "started_at",
+        "started",
         "duration",
     )
     list_display_links = ("instance_id",)
@@ -235,11 +234,25 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             '<b style="color:{}">{}</b>', STATUS_COLORS.get(obj.status, "inherit"), obj.status
         )
 
-    @admin.display(description="version", ordering="version")
+    @admin.display(description="version · run", ordering="version")
     def version_label(self, obj):
         if registry.get(obj.workflow_name, obj.version) is None:
-            return format_html('v{} <b style="color:#dc2626">version_missing</b>', obj.version)
-        return f"v{obj.version}"
+            return format_html(
+                'v{} <b style="color:#dc2626">version_missing</b> · run {}',
+                obj.version,
+                obj.run_number,
+            )
+        return f"v{obj.version} · run {obj.run_number}"
+
+    @admin.display(description="started (UTC)", ordering="started_at")
+    def started(self, obj):
+        if obj.started_at is None:
+            return "-"
+        return format_html(
+            '<time datetime="{}">{}</time>',
+            obj.started_at.isoformat(),
+            obj.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
 
     # --- bulk actions -----------------------------------------------------------------------
 
