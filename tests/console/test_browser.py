@@ -5,7 +5,7 @@ instances list without horizontal scrolling. Screenshots land in var/screenshots
 import pytest
 
 from graphs.models import GraphRun
-from tests.console.browser import browser, page, screenshot  # noqa: F401 - fixtures
+from tests.console.browser import screenshot
 from workflows.models import WorkflowInstance
 
 pytestmark = pytest.mark.django_db(transaction=True)
