@@ -9,7 +9,6 @@ import json
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, OuterRef, Subquery
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -18,16 +17,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from ops import strict_json
-from ops.console import (
-    ReadOnlyAdmin,
-    confirmation_page,
-    is_confirmed,
-    live_context,
-    staff_json,
-    time_range_filter,
-)
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed, time_range_filter
 from ops.errors import ApiError
-from workflows import labels, live, runtime, selectors
+from workflows import labels, runtime, selectors
+from workflows.admin_live import LiveInstanceAdmin
 from workflows.authoring import registry
 from workflows.errors import WorkflowError
 from workflows.http import operations
@@ -162,7 +155,7 @@ class LabelFilter(admin.SimpleListFilter):
 
 
 @admin.register(WorkflowInstance)
-class WorkflowInstanceAdmin(ReadOnlyAdmin):
+class WorkflowInstanceAdmin(LiveInstanceAdmin, ReadOnlyAdmin):
     list_display = (
         "status_badge",
         "workflow_name",
@@ -244,16 +237,6 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             )
         return f"v{obj.version} · run {obj.run_number}"
 
-    @admin.display(description="started (UTC)", ordering="started_at")
-    def started(self, obj):
-        if obj.started_at is None:
-            return "-"
-        return format_html(
-            '<time datetime="{}">{}</time>',
-            obj.started_at.isoformat(),
-            obj.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-        )
-
     # --- bulk actions -----------------------------------------------------------------------
 
     def _bulk(self, request, queryset, action: str):
@@ -304,10 +287,6 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         custom = [
-            path("live.json", staff_json(self.list_live), name="workflows_instances_live"),
-            path(
-                "<int:pk>/live.json", staff_json(self.instance_live), name="workflows_instance_live"
-            ),
             path(
                 "<int:pk>/do/<str:action>/",
                 self.admin_site.admin_view(self.single_action_view),
@@ -340,31 +319,10 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             "family": selectors.instance_family(instance),
             "parent_pk": instance.parent_id,
             "children_rows": instance.children.order_by("id")[:100],
-            "waterfall": live.instance_waterfall(instance=instance, run_number=run),
-            "live": live_context(
-                url=reverse("admin:workflows_instance_live", args=[instance.pk]),
-                state=live.instance_live(instance),
-            ),
         }
         return super().change_view(
             request, object_id, form_url, {**context, **(extra_context or {})}
         )
-
-    def changelist_view(self, request, extra_context=None):
-        state = live.instances_live()
-        url = reverse("admin:workflows_instances_live")
-        context = {"live": live_context(url=url, state=state), **(extra_context or {})}
-        return super().changelist_view(request, context)
-
-    def list_live(self, request):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return live.instances_live()
-
-    def instance_live(self, request, pk: int):
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        return live.instance_live(get_object_or_404(WorkflowInstance, pk=pk))
 
     def _back(self, instance):
         return HttpResponseRedirect(
