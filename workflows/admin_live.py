@@ -24,16 +24,19 @@ class LiveInstanceAdmin:
         ]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Runs inside WorkflowInstanceAdmin.change_view's super() call: its context (the run
+        # shown, the timeline entries) is in extra_context.
+        extra_context = extra_context or {}
         instance = get_object_or_404(WorkflowInstance, pk=object_id)
-        run = request.GET.get("run", "")
-        run = int(run) if run.isdigit() else instance.run_number
+        run = extra_context.get("run") or instance.run_number
         context = {
             "waterfall": live.instance_waterfall(instance=instance, run_number=run),
+            "timeline_html": live.timeline_html(extra_context.get("timeline") or []),
             "live": live_context(
                 url=reverse("admin:workflows_instance_live", args=[instance.pk]),
                 state=live.instance_live(instance),
             ),
-            **(extra_context or {}),
+            **extra_context,
         }
         return super().change_view(request, object_id, form_url, context)
 

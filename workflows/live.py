@@ -3,10 +3,12 @@ step rows and the engine's retry log lines) with each step's details, and the sm
 "stamp" the page's script polls to know that something changed and whether anything is in
 flight (the script stops polling once nothing is)."""
 
+import html
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Count, Max
+from django.utils.safestring import mark_safe
 
 from workflows import runtime, selectors, waterfall
 from workflows.models import TERMINAL_STATUSES, Status, WorkflowInstance, WorkflowLog, WorkflowTask
@@ -100,9 +102,11 @@ def instance_waterfall(*, instance: WorkflowInstance, run_number: int) -> dict:
     chart = waterfall.build(
         records, retries_of(instance=instance, run_number=run_number), now=now, in_flight=in_flight
     )
+    steps = [step_details(s) for s in rows]
     return {
-        "svg": waterfall.svg(chart),
-        "steps": [step_details(s) for s in rows],
+        "svg": mark_safe(waterfall.svg(chart)),  # noqa: S308 - waterfall escapes every text
+        "steps_html": steps_html(steps, current_row=chart.current_row),
+        "count": len(steps),
         "bars": len(chart.bars),
         "current_row": chart.current_row,
         "truncated": truncated,
@@ -156,3 +160,75 @@ def instances_live() -> dict:
         "in_flight": in_flight,
         "stamp": json.dumps([newest, *open_work.values()], default=str),
     }
+
+
+# -- the instance page's long lists, rendered here: a template loop over 1,000 steps and their
+# timeline costs most of the page's time (bench/console.py); f-strings over escaped text do not.
+# Every value goes through _e (html.escape: &, <, >, " and ').
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _utc(value, *, ms: bool = True) -> str:
+    if value is None:
+        return "-"
+    text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return f'<time datetime="{value.isoformat()}">{text[:-3] if ms else text[:-7]} UTC</time>'
+
+
+def _step_html(i: int, s: dict, current: bool) -> str:
+    summary = f"<b>{_e(s['name'])}</b> · {_e(s['type'])} · "
+    summary += f'<span class="vf-step-status">{_e(s["status"])}</span>'
+    if s["attempts"] > 1:
+        summary += f" · {s['attempts']} attempts"
+    summary += f" · started {_utc(s['started_at'])}"
+    if s["completed_at"]:
+        summary += f" · took {_e(s['duration'])}"
+    if s["next_retry_at"]:
+        summary += f" · next attempt {_utc(s['next_retry_at'])}"
+    if s["wake_at"]:
+        summary += f" · until {_utc(s['wake_at'], ms=False)}"
+    body = ""
+    if s["wait_event_type"]:
+        body += f"<p>waits for event <code>{_e(s['wait_event_type'])}</code></p>"
+    if s["result_json"]:
+        body += f'<p><b>Output</b></p><pre class="vf-json">{_e(s["result_json"])}</pre>'
+    if s["error_json"]:
+        body += f'<p><b>Error</b></p><pre class="vf-json vf-error">{_e(s["error_json"])}</pre>'
+    if s["traceback"]:
+        body += "<p><b>Traceback</b> (last frames, no variable values)</p>"
+        body += f'<pre class="vf-traceback">{_e(s["traceback"])}</pre>'
+    if not s["result_json"] and not s["error_json"]:
+        body += "<p><em>No output yet.</em></p>"
+    classes = "vf-step vf-step-failed" if s["failed"] else "vf-step"
+    marker = ' data-current="1"' if current else ""
+    return (
+        f'<details id="step-{i}" class="{classes}"{marker}><summary>{summary}</summary>'
+        f'<div style="padding:4px 16px">{body}</div></details>'
+    )
+
+
+def steps_html(steps: list[dict], *, current_row: int | None) -> str:
+    """The expandable step rows under the waterfall (ids step-<row>, which its bars link to)."""
+    rows = (_step_html(i, s, i == current_row) for i, s in enumerate(steps))
+    return mark_safe("".join(rows))  # noqa: S308 - every value escaped by _e
+
+
+def timeline_html(entries: list[dict]) -> str:
+    """The timeline table's rows (workflows.http.timeline entries)."""
+    rows = []
+    for e in entries:
+        replay = e.get("is_replay")
+        dim = ' style="opacity:.6"' if replay else ""
+        mark = " <em>(replay)</em>" if replay else ""
+        detail = f'<pre style="margin:0">{_e(e["detail"])}</pre>' if e.get("detail") else ""
+        rows.append(
+            f"<tr{dim}><td>{_utc(e['at'])}</td><td>{_e(e['kind'])}</td>"
+            f"<td>{_e(e['title'])}{mark}</td><td>{_e(e['status'])}</td>"
+            f"<td>{_e(e.get('duration') or '')}</td><td>{detail}</td></tr>"
+        )
+    if not rows:
+        return mark_safe('<tr><td colspan="6">Nothing recorded in this run yet.</td></tr>')
+    return mark_safe("".join(rows))  # noqa: S308 - every value escaped by _e
