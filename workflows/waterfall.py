@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.utils.html import escape
 
-LABEL_W, CHART_W, ROW_H, BAR_H, TOP, PAD = 240, 900, 18, 12, 30, 8
+LABEL_W, CHART_W, ROW_H, BAR_H, TOP, PAD = 220, 880, 18, 12, 30, 8
 COLOURS = {
     "complete": "#16a34a",
     "failed": "#dc2626",
@@ -230,8 +230,10 @@ def svg(chart: Waterfall, *, anchor: str = "step-") -> str:
     width = LABEL_W + CHART_W + PAD * 2
     height = TOP + len(chart.rows) * ROW_H + PAD
     out = [
+        # Scales down to the page's width (no sideways scrolling at 1400 px), never up.
         f'<svg xmlns="http://www.w3.org/2000/svg" class="vf-waterfall" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
+        f'font-size="11" style="width:100%;max-width:{width}px;height:auto">',
         '<defs><pattern id="vf-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="3" height="6" fill="#9ca3af"/></pattern></defs>',
     ]
@@ -252,7 +254,7 @@ def svg(chart: Waterfall, *, anchor: str = "step-") -> str:
     for i, step in enumerate(chart.rows):
         y = TOP + i * ROW_H
         out.append(
-            f'<a href="#{anchor}{i}"><text x="4" y="{y + 13}" fill="#111827">{escape(_cut(step.name, 38))}</text></a>'
+            f'<a href="#{anchor}{i}"><text x="4" y="{y + 13}" fill="#111827">{escape(_cut(step.name, 34))}</text></a>'
         )
     for bar in chart.bars:
         x1, x2 = _x(chart, bar.start), _x(chart, bar.end)
