@@ -72,3 +72,17 @@ def test_an_outcome_that_did_not_raise_clears_the_traceback(exploding, monkeypat
     raw_event_consume(row.pk)
     row.refresh_from_db()
     assert row.state == RawEventState.PROCESSED and row.process_traceback is None
+
+
+def test_a_replay_or_a_manual_skip_clears_the_traceback(exploding, console):
+    from ingest.actions import do_raw_events_mark_skipped
+    from ingest.replay import reset_to_pending
+
+    first, second = consume_until_dead(make()), consume_until_dead(make())
+    reset_to_pending([first.pk])
+    first.refresh_from_db()
+    assert first.state == RawEventState.PENDING and first.process_traceback is None
+    assert second.process_traceback
+    do_raw_events_mark_skipped(ids=[second.pk], reason="triaged", actor="test")
+    second.refresh_from_db()
+    assert second.state == RawEventState.SKIPPED and second.process_traceback is None
