@@ -18,7 +18,14 @@ from django.utils.safestring import mark_safe
 
 from graphs import answers, drawing, selectors, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
-from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed, live_context, staff_json
+from ops.console import (
+    ReadOnlyAdmin,
+    confirmation_page,
+    is_confirmed,
+    live_context,
+    staff_json,
+    time_range_filter,
+)
 from ops.errors import ApiError
 from ops.services import audit_log_write
 from workflows import live
@@ -220,7 +227,12 @@ def run_live(run: GraphRun) -> dict:
 @admin.register(GraphRun)
 class GraphRunAdmin(ReadOnlyAdmin):
     list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
-    list_filter = ("binding_name", "instance__status", "definition__tag_rows__name")
+    list_filter = (
+        "binding_name",
+        "instance__status",
+        "definition__tag_rows__name",
+        time_range_filter("created_at", "created (UTC)"),
+    )
     search_fields = ("=run_id",)
     ordering = ("-id",)
     show_full_result_count = False
@@ -237,6 +249,7 @@ class GraphRunAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         return [
+            path("live.json", staff_json(self.list_live_view), name="graphs_graphruns_live"),
             path("<int:pk>/live.json", staff_json(self.live_view), name="graphs_graphrun_live"),
             path(
                 "<int:pk>/decide/",
@@ -272,6 +285,17 @@ class GraphRunAdmin(ReadOnlyAdmin):
             "drawing": mark_safe(run_drawing(run, tokens)),  # noqa: S308 - escaped inside
         }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def changelist_view(self, request, extra_context=None):
+        url = reverse("admin:graphs_graphruns_live")
+        context = {"live": live_context(url=url, state=live.instances_live())}
+        return super().changelist_view(request, {**context, **(extra_context or {})})
+
+    def list_live_view(self, request):
+        # Graph runs are engine instances: the instances list's stamp covers them.
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return live.instances_live()
 
     def live_view(self, request, pk):
         if not self.has_view_permission(request):

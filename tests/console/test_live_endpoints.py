@@ -54,6 +54,13 @@ def test_the_graph_run_stamp_moves_when_the_person_answers(console, harness, app
     assert after["stamp"] != before["stamp"] and after["in_flight"] is False
 
 
+def test_the_graph_runs_list_polls_while_a_run_waits(console, approval_run):
+    page = console.get("/admin/graphs/graphrun/").content.decode()
+    assert 'data-live-url="/admin/graphs/graphrun/live.json"' in page
+    assert 'data-live-in-flight="true"' in page
+    assert live(console, "/admin/graphs/graphrun/live.json")["in_flight"] is True
+
+
 def test_the_raw_events_stamp_moves_when_a_row_arrives(console):
     from tests.factories import RawEventFactory
 
@@ -69,6 +76,7 @@ def test_the_raw_events_stamp_moves_when_a_row_arrives(console):
         "/admin/workflows/workflowinstance/live.json",
         "/admin/workflows/workflowinstance/1/live.json",
         "/admin/graphs/graphrun/1/live.json",
+        "/admin/graphs/graphrun/live.json",
         "/admin/ingest/rawevent/live.json",
     ],
 )
