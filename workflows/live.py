@@ -11,6 +11,7 @@ from django.db.models import Count, Max
 from django.utils.safestring import mark_safe
 
 from workflows import runtime, selectors, waterfall
+from workflows.http.timeline import duration_text
 from workflows.models import TERMINAL_STATUSES, Status, WorkflowInstance, WorkflowLog, WorkflowTask
 
 STEP_LIMIT = 2000  # rows drawn and detailed: a page that renders, even for a run of a loop
@@ -71,8 +72,6 @@ def step_details(step) -> dict:
 
 
 def _duration(step) -> str:
-    from workflows.http.timeline import duration_text
-
     return duration_text(step.started_at, step.completed_at)
 
 
