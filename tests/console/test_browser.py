@@ -134,6 +134,10 @@ def test_the_dlq_and_audit_lists_fit_1400_px(page):
         assert page.locator("#result_list thead th", has_text=column).count() >= 1
     assert horizontal_overflow(page) == {"page": 0, "results": 0}
     screenshot(page, "dlq-list-1400")
+    page.locator("#result_list tbody tr a").first.click()
+    page.locator(".vf-traceback-box > summary").click()
+    assert "RuntimeError" in page.locator("pre.vf-traceback").inner_text()
+    screenshot(page, "dead-raw-event-traceback")
     page.goto("/admin/ops/auditlog/")
     assert page.locator("#result_list thead th", has_text="request id").count() == 1
     assert horizontal_overflow(page) == {"page": 0, "results": 0}
