@@ -211,6 +211,8 @@ def build(
     if chart.bars:
         chart.start = min(b.start for b in chart.bars)
         chart.end = max([b.end for b in chart.bars] + ([now] if in_flight else []))
+        # A run that took no measurable time still gets an axis (a second long).
+        chart.end = max(chart.end, chart.start + timedelta(seconds=1))
     return chart
 
 
