@@ -93,6 +93,7 @@ def do_raw_events_mark_skipped(
             state=RawEventState.SKIPPED,
             processed_at=now,
             process_error=f"skipped:manual:{reason}",
+            process_traceback=None,
             next_attempt_at=None,
         )
         audit_log_write(

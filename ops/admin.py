@@ -5,7 +5,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ops.console import ReadOnlyAdmin, console_report
+from ops.console import ReadOnlyAdmin, console_report, time_range_filter
 from ops.models import ApiKey, AuditLog, UserToken
 from ops.services import actor_for, api_key_revoke
 
@@ -50,7 +50,13 @@ class AuditLogAdmin(ReadOnlyAdmin):
         "deduplicated",
         "request_id",
     )
-    list_filter = ("action", "result", "deduplicated", "created_at")
+    list_filter = (
+        "action",
+        "result",
+        "deduplicated",
+        "created_at",
+        time_range_filter("created_at", "time (UTC)"),
+    )
     search_fields = ("actor", "resource", "request_id", "idempotency_key", "=subject__username")
     search_help_text = (
         "actor, resource, request id, idempotency key, or the exact username of the user concerned"

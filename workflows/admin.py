@@ -17,9 +17,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from ops import strict_json
-from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed, time_range_filter
 from ops.errors import ApiError
 from workflows import labels, rollout, runtime, selectors
+from workflows.admin_live import LiveInstanceAdmin
 from workflows.authoring import registry
 from workflows.errors import WorkflowError
 from workflows.http import operations
@@ -154,20 +155,26 @@ class LabelFilter(admin.SimpleListFilter):
 
 
 @admin.register(WorkflowInstance)
-class WorkflowInstanceAdmin(ReadOnlyAdmin):
+class WorkflowInstanceAdmin(LiveInstanceAdmin, ReadOnlyAdmin):
     list_display = (
         "status_badge",
         "workflow_name",
         "instance_id",
         "version_label",
-        "run_number",
         "current_step",
         "last_error",
-        "started_at",
+        "started",
         "duration",
     )
     list_display_links = ("instance_id",)
-    list_filter = ("status", WorkflowFilter, VersionFilter, AgeFilter, LabelFilter)
+    list_filter = (
+        "status",
+        WorkflowFilter,
+        VersionFilter,
+        AgeFilter,
+        LabelFilter,
+        time_range_filter("created_at", "created (UTC)"),
+    )
     search_fields = ("=instance_id", "instance_id__startswith")
     ordering = ("-id",)
     list_per_page = 50
@@ -220,11 +227,15 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             '<b style="color:{}">{}</b>', STATUS_COLORS.get(obj.status, "inherit"), obj.status
         )
 
-    @admin.display(description="version", ordering="version")
+    @admin.display(description="version · run", ordering="version")
     def version_label(self, obj):
         if registry.get(obj.workflow_name, obj.version) is None:
-            return format_html('v{} <b style="color:#dc2626">version_missing</b>', obj.version)
-        return f"v{obj.version}"
+            return format_html(
+                'v{} <b style="color:#dc2626">version_missing</b> · run {}',
+                obj.version,
+                obj.run_number,
+            )
+        return f"v{obj.version} · run {obj.run_number}"
 
     # --- bulk actions -----------------------------------------------------------------------
 

@@ -206,7 +206,7 @@ class Execution:
         return self._fail_with(error)
 
     def _fail(self, exc: BaseException) -> str:
-        return self._fail_with(error_dict(exc))
+        return self._fail_with(error_dict(exc, with_traceback=False))  # the step row keeps it
 
     def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
@@ -428,6 +428,12 @@ class Execution:
                 "warn",
                 f"step {state.name!r} attempt {attempt} failed: {state.error['name']}: "
                 f"{state.error['message']}; retry at {decision.at.isoformat()}"[:2048],
+                data={
+                    "step": state.name,
+                    "attempt": attempt,
+                    "retry_at": decision.at.isoformat(),
+                    "error": state.error["name"],
+                },
             )
             raise self._signal(decision.at, TaskKind.RETRY)
         state.status, state.completed_at = StepStatus.ERRORED, now
@@ -565,8 +571,8 @@ class Execution:
             data = roundtrip(limits.check_json(data, what="log data"))
         self._log(level, message, data, category)
 
-    def system(self, level: str, message: str) -> None:
-        self._log(level, message, None, "system")
+    def system(self, level: str, message: str, data: dict | None = None) -> None:
+        self._log(level, message, data, "system")
 
     def _log(self, level, message, data, category) -> None:
         step_name, attempt = self.current or ("", None)
