@@ -138,6 +138,7 @@ def _new_instance(
     now,
     priority=DEFAULT_PRIORITY,
     label_set=None,
+    subject=None,
 ):
     return WorkflowInstance(
         workflow_name=name,
@@ -150,10 +151,16 @@ def _new_instance(
         params=limits.check_json(params, what="params"),
         priority=limits.check_priority(priority),
         labels=labels.check_labels(label_set),
+        subject_id=subject_pk(subject),
         request_id=get_request_id(),
         created_at=now,
         updated_at=now,
     )
+
+
+def subject_pk(subject) -> int | None:
+    """`subject=` of a create: a user, a user's pk, or None (nobody's work)."""
+    return getattr(subject, "pk", subject)
 
 
 def _save_new(instance: WorkflowInstance, now, lease: Lease | None = None):
@@ -200,12 +207,14 @@ def instance_create(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
+    subject=None,
     actor=None,
     request=None,
 ) -> WorkflowInstance:
     """Create an instance of the active version, runnable now (one transaction). `priority`
     0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
-    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters.
+    `labels` ({"user": "alice"}, workflows.labels) tag it for list filters. `subject`: the
+    user the work is for (a wipe of that user deletes it; their export holds it).
 
     On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
     active is one statement (workflows.create_statement); when it writes nothing (the pointer
@@ -213,19 +222,44 @@ def instance_create(
     now = runtime.now()
     limits.check_priority(priority)
     version = create_statement.known_active(workflow_name)
-    if version is not None and actor is None and request is None and create_statement.applies():
+    # The one-statement insert writes no subject: work done for a user takes the ORM path.
+    if (
+        version is not None
+        and subject is None
+        and actor is None
+        and request is None
+        and create_statement.applies()
+    ):
         instance = _new_instance(workflow_name, version, instance_id, params, now, priority, labels)
         if create_statement.insert(instance, now):
             wake.schedule_wake(notified=True)
             return instance
     instance, _ = _create_with_orm(
-        workflow_name, instance_id, params, now, priority, labels, actor=actor, request=request
+        workflow_name,
+        instance_id,
+        params,
+        now,
+        priority,
+        labels,
+        subject=subject,
+        actor=actor,
+        request=request,
     )
     return instance
 
 
 def _create_with_orm(
-    workflow_name, instance_id, params, now, priority, labels, *, lease=None, actor, request
+    workflow_name,
+    instance_id,
+    params,
+    now,
+    priority,
+    labels,
+    *,
+    lease=None,
+    subject=None,
+    actor,
+    request,
 ) -> tuple[WorkflowInstance, WorkflowTask]:
     """instance_create's rules through the ORM, in one transaction: the active version read
     again (and created on first use), a duplicate id refused, the audit row. `lease`: the first
@@ -236,7 +270,7 @@ def _create_with_orm(
             version = workflow_active_version(name=workflow_name)
             create_statement.remember_active(workflow_name, version)
             instance = _new_instance(
-                workflow_name, version, instance_id, params, now, priority, labels
+                workflow_name, version, instance_id, params, now, priority, labels, subject
             )
             if lease is not None and _slot(instance)["concurrency_limit"]:
                 lease = None
@@ -293,6 +327,7 @@ def instance_create_once(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
+    subject=None,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
@@ -305,6 +340,8 @@ def instance_create_once(
         arguments["priority"] = priority
     if labels:
         arguments["labels"] = labels
+    if subject is not None:
+        arguments["subject"] = subject_pk(subject)
     digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
@@ -320,6 +357,7 @@ def instance_create_once(
                 params=params,
                 priority=priority,
                 labels=labels,
+                subject=subject,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -351,6 +389,7 @@ def instance_create_batch(
             now,
             item.get("priority", DEFAULT_PRIORITY),
             item.get("labels"),
+            item.get("subject"),
         )
         wanted.setdefault(instance.instance_id, instance)
     existing = set(
@@ -487,6 +526,10 @@ def instance_spawn_child(
     version = workflow_active_version(name=workflow_name)
     instance = _new_instance(workflow_name, version, instance_id, params, now)
     instance.parent_id = parent_pk
+    # Work the parent does for a user, its children do for them too (a wipe finds them).
+    instance.subject_id = (
+        WorkflowInstance.objects.filter(pk=parent_pk).values_list("subject_id", flat=True).first()
+    )
     _save_new(instance, now)
     _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
     wake.schedule_wake()
