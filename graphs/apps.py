@@ -14,6 +14,8 @@ class GraphsConfig(AppConfig):
 
     def ready(self):
         from graphs import actions  # noqa: F401 - the built-in action kinds
-        from graphs import userdata
 
-        userdata.register()  # the wipe and the export reach the runs about a user
+        # The wipe and the export reach the runs about a user.
+        from graphs.userdata import register
+
+        register()

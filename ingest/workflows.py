@@ -30,7 +30,12 @@ from workflows.userdata import instance_params_forget
 
 WORKFLOW = "terra-deauthenticate"
 IDS = "terra_user_ids"
-RETRIES = {"limit": math.inf, "delay": "30 seconds", "backoff": "exponential", "max_delay": "1 hour"}
+RETRIES = {
+    "limit": math.inf,
+    "delay": "30 seconds",
+    "backoff": "exponential",
+    "max_delay": "1 hour",
+}
 # Terra's 401/403 say our credentials are wrong: an operator fixes them and the retries get
 # through. Other 4xx (a malformed id) cannot get better.
 RETRYABLE_REFUSALS = (401, 403)

@@ -104,6 +104,7 @@ def instance_create(
     params=None,
     priority=5,
     labels=None,
+    subject=None,
     request=None,
     actor=None,
 ):
@@ -119,6 +120,7 @@ def instance_create(
             params=params,
             priority=priority,
             labels=labels,
+            subject=subject,
         )
         facts["instance_id"] = instance.instance_id
         return instance

@@ -124,6 +124,14 @@ class InstanceCreateSerializer(serializers.Serializer):
     params = serializers.JSONField(required=False, allow_null=True)
     priority = PriorityField(required=False, allow_null=True)
     labels = LabelsField(required=False, allow_null=True)
+    subject = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=150,
+        help_text="username of the user the work is for: wiping them deletes the instance "
+        "(400 unknown_subject for nobody)",
+    )
 
 
 class BatchItemSerializer(serializers.Serializer):

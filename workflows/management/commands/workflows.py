@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ops.errors import ApiError
+from ops.userdata import subject_user
 from workflows import gc, selectors
 from workflows.cli import describe, fmt_log, wait_reason
 from workflows.http import operations
@@ -63,6 +64,7 @@ class Command(BaseCommand):
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--id", "-i")
         p.add_argument("--params", "-p")
+        p.add_argument("--subject", help="username of the user the work is for")
         for action in ACTIONS:
             p = one(action, f"{action} an instance")
             if action == "restart":
@@ -169,6 +171,7 @@ class Command(BaseCommand):
             workflow_name=options["workflow"],
             instance_id=options["id"],
             params=_json_arg(options["params"], "--params"),
+            subject=subject_user(options["subject"]),
             actor=ACTOR,
         )
         self.say(
