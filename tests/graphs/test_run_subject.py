@@ -101,3 +101,29 @@ def test_a_wipe_stops_the_users_waiting_run_and_deletes_it_with_its_history(harn
     assert not WorkflowStep.objects.filter(instance_id=instance_pk).exists()
     assert harness.status("graph-run", bobs.run_id)["status"] == "waiting"  # bob's waits on
     assert GraphToken.objects.filter(run=bobs).exists()
+
+
+def test_the_users_export_holds_their_runs_with_context_tokens_and_history(harness, alice, bob):
+    import json
+    import zipfile
+
+    from ingest.export import user_export_write
+
+    publish_as(gate_doc(), "gate")
+    alices = services.run_create(binding_name="gate", run_input={"value": 6.9}, subject=alice)
+    services.run_create(binding_name="gate", run_input={"value": 7.1}, subject=bob)
+    harness.run_until_idle()
+    out = io.BytesIO()
+    user_export_write(user=alice, out=out)
+    archive = zipfile.ZipFile(out)
+
+    def rows(table):
+        return [json.loads(line) for line in archive.read(f"tables/{table}.jsonl").splitlines()]
+
+    [run] = rows("graph_runs")
+    assert run["run_id"] == alices.run_id and run["context"]["value"] == 6.9
+    assert {t["node_ref"] for t in rows("graph_tokens")} == {"load", "ack"}
+    assert rows("graph_run_events") and all(
+        e["run_id"] == alices.pk for e in rows("graph_run_events")
+    )
+    assert [i["instance_id"] for i in rows("workflow_instances")] == [alices.run_id]
