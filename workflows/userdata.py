@@ -36,10 +36,15 @@ def live_work_stop(subject: Subject) -> int:
     """Terminate the user's live instances (graph runs are instances too), each as an operator's
     terminate would: a runner in the middle of a step can no longer store it, a parent waiting
     for one of them wakes with its error. Returns how many were terminated."""
+    return instances_terminate(instances_of(subject))
+
+
+def instances_terminate(instances) -> int:
+    """Terminate the live ones of `instances` (a queryset); returns how many."""
     from workflows import services
 
     stopped = 0
-    live = instances_of(subject).exclude(status__in=TERMINAL_STATUSES)
+    live = instances.exclude(status__in=TERMINAL_STATUSES)
     for pk in list(live.order_by("pk").values_list("pk", flat=True)):
         # Read again: terminating a parent has already terminated its children.
         instance = WorkflowInstance.objects.filter(pk=pk).first()
