@@ -149,3 +149,21 @@ def test_a_user_wiping_themselves_is_not_named_by_the_deauthentication(terra, ha
     do_user_wipe(user=person, actor="user:zq-self-wiper")
     harness.run_until_idle()
     assert "zq-self-wiper" not in everything_the_instance_stored(deauth_instance())
+
+
+def test_the_demo_simulator_answers_the_deauthentication(alice, harness, monkeypatch):
+    from demo import simulator
+
+    sent: list[dict] = []
+    monkeypatch.setattr(simulator, "_deliver_later", sent.extend)
+    terra_client.set_transport(simulator.simulator_transport())
+    try:
+        TerraConnectionFactory(user=alice, terra_user_id=ONE)
+        do_user_wipe(user=alice, actor="user:charlie")
+        harness.run_until_idle()
+    finally:
+        terra_client.set_transport(None)
+    assert harness.status(WORKFLOW, deauth_instance().instance_id)["output"] == {
+        "deauthenticated": 1
+    }
+    assert [(p["type"], p["user"]["user_id"]) for p in sent] == [("deauth", ONE)]
