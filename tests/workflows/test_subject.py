@@ -119,6 +119,7 @@ def test_a_runner_in_the_middle_of_a_step_stores_nothing_once_the_wipe_came(alic
     """The wipe lands while the step's callback runs: the runner's boundary write is refused
     (its instance is terminated, then gone) and nothing of the step is written."""
     from workflows import workflow
+    from workflows.authoring import registry
 
     came = []
 
@@ -132,8 +133,11 @@ def test_a_runner_in_the_middle_of_a_step_stores_nothing_once_the_wipe_came(alic
 
         return step.do("work", work)
 
-    with WorkflowHarness() as harness:
-        harness.create("wiped-mid-step", id="mid", subject=alice)
+    try:
+        with WorkflowHarness() as harness:
+            harness.create("wiped-mid-step", id="mid", subject=alice)
+    finally:
+        registry.unregister("wiped-mid-step", 1)
     assert came == [True]  # the step's own write never ran
     assert not WorkflowInstance.objects.filter(instance_id="mid").exists()
     assert not WorkflowStep.objects.exists()
