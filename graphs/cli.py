@@ -64,6 +64,8 @@ def cmd_run(api, args, out) -> None:
     body = {"input": wf.parse_json_arg(args.input, "--input")}
     if args.version is not None:
         body["version"] = args.version
+    if args.subject:
+        body["subject"] = args.subject
     data = api.call(
         "POST", f"graphs/bindings/{args.binding}/runs", body=body, headers={"Idempotency-Key": key}
     )
@@ -136,6 +138,7 @@ def add_commands(groups) -> None:
     p.add_argument(
         "--version", type=int, help="a canary: run this published version, not the binding's"
     )
+    p.add_argument("--subject", help="username of the user the run is about")
     p.add_argument("--idempotency-key", help="default: a fresh random key per call")
     p = wf._sub(cmds, "runs", "graphs runs", "runs, newest first", cmd_runs)
     p.add_argument("--binding", "-b")

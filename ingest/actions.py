@@ -10,6 +10,7 @@ from django.utils import timezone
 from ingest import connections, drain, replay, wipe
 from ingest.models import RawEvent, RawEventState, TerraConnection
 from ingest.traces import trace_write
+from ingest.workflows import terra_deauthenticate_start
 from ops.services import SYSTEM_ACTOR, actor_for, audit_log_write
 
 log = logging.getLogger(__name__)
@@ -110,15 +111,21 @@ def do_raw_events_mark_skipped(
 
 def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]:
     """Delete all of `user`'s data and the user; returns what went, per source. The audit row
-    names the user by id and holds counts, never values. Once it commits, each of the user's
-    Terra connections is deauthenticated at Terra, audited with its counts."""
-    user_pk = user.pk
+    names the user by id and holds counts, never values. In the same transaction, a durable
+    `terra-deauthenticate` instance is created for the user's Terra connections
+    (ingest/workflows.py): it deauthenticates each at Terra, retrying through any outage."""
+    user_pk, username = user.pk, user.get_username()
     terra_user_ids = list(
         TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True)
     )
     actor = actor or actor_for(request)
     with transaction.atomic():
         counts = wipe.user_wipe(user=user)
+        if terra_user_ids:
+            # A user wiping themselves: the instance must not keep their name as its actor.
+            by = f"user#{user_pk}" if actor == f"user:{username}" else actor
+            terra_deauthenticate_start(terra_user_ids=terra_user_ids, user_pk=user_pk, actor=by)
+        counts["terra_deauthentications"] = len(set(terra_user_ids))
         audit_log_write(
             action="user.wipe",
             resource=f"user:{user_pk}",
@@ -127,28 +134,7 @@ def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, i
             subject=user_pk,
             metadata={"counts": counts},
         )
-        transaction.on_commit(
-            lambda: _deauthenticate_wiped(terra_user_ids, user_pk, request=request, actor=actor)
-        )
     return counts
-
-
-def _deauthenticate_wiped(terra_user_ids: list[str], user_pk: int, *, request, actor) -> None:
-    """Until the workflow engine runs it as a durable workflow with retries, the deauthentication
-    runs once, here, after the wipe committed (a Terra outage leaves a `failed` count in its
-    audit row: an operator repeats it by hand)."""
-    if not terra_user_ids:
-        return
-    outcomes = connections.terra_users_deauthenticate(terra_user_ids=terra_user_ids)
-    audit_log_write(
-        action="terra_connection.deauthenticate",
-        resource=f"user:{user_pk}",
-        result="ok" if not outcomes["failed"] else f"partial:{outcomes['failed']}_failed",
-        request=request,
-        actor=actor,
-        subject=user_pk,
-        metadata=outcomes,
-    )
 
 
 def do_connection_backfill(

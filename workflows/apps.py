@@ -28,3 +28,7 @@ class WorkflowsConfig(AppConfig):
             Spec("workflows-sweep", "workflows.tasks.sweep", Schedule.MINUTES, minutes=1)
         )
         schedule_register(Spec("workflows-gc", "workflows.tasks.gc", Schedule.DAILY, at=time(4, 0)))
+
+        from workflows import userdata
+
+        userdata.register()  # the wipe and the export reach the instances done for a user

@@ -311,6 +311,8 @@ def cmd_instances_create(api: Api, args, out) -> None:
         body["labels"] = parse_labels(args.label)
     if args.version is not None:
         body["version"] = args.version
+    if args.subject:
+        body["subject"] = args.subject
     # A fresh key per call: a network retry inside httpx can't create a second instance, and
     # re-running the command with --idempotency-key K is safe.
     key = args.idempotency_key or uuid.uuid4().hex
@@ -437,6 +439,7 @@ def build_parser(extra_groups=()) -> argparse.ArgumentParser:
     p.add_argument("--idempotency-key", help="default: a fresh random key per call")
     p.add_argument("--label", "-l", action="append", help="key:value (repeatable, ≤ 10)")
     p.add_argument("--version", type=int, help="run this version, not the active one (canary)")
+    p.add_argument("--subject", help="username of the user the work is for")
 
     for action in ("pause", "resume", "restart", "terminate"):
         p = _sub(cmds, action, f"instances {action}", f"{action} an instance")

@@ -2,6 +2,7 @@
 active-version pointer per workflow. Timestamps are written from workflows.runtime, never
 auto_now, so tests control time."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -113,6 +114,16 @@ class WorkflowInstance(models.Model):
         related_name="children",
         db_index=False,  # workflow_inst_parent: partial, most instances have no parent
     )
+    # The user the work is for (a lab report's round trip, a clinical gate): a wipe of that user
+    # stops and deletes the instance and everything hanging from it (workflows.userdata).
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,  # workflow_inst_subject: partial, most instances are nobody's
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -155,6 +166,11 @@ class WorkflowInstance(models.Model):
             # common case, writes no entry here.
             models.Index(
                 fields=["parent"], name="workflow_inst_parent", condition=Q(parent__isnull=False)
+            ),
+            # workflows.userdata: a user's instances, for the wipe and the export. Partial, like
+            # workflow_inst_parent.
+            models.Index(
+                fields=["subject"], name="workflow_inst_subject", condition=Q(subject__isnull=False)
             ),
         ]
 

@@ -150,6 +150,7 @@ def _new_instance(
     now,
     priority=DEFAULT_PRIORITY,
     label_set=None,
+    subject=None,
 ):
     return WorkflowInstance(
         workflow_name=name,
@@ -162,10 +163,16 @@ def _new_instance(
         params=limits.check_json(params, what="params"),
         priority=limits.check_priority(priority),
         labels=labels.check_labels(label_set),
+        subject_id=subject_pk(subject),
         request_id=get_request_id(),
         created_at=now,
         updated_at=now,
     )
+
+
+def subject_pk(subject) -> int | None:
+    """`subject=` of a create: a user, a user's pk, or None (nobody's work)."""
+    return getattr(subject, "pk", subject)
 
 
 def _save_new(instance: WorkflowInstance, now, lease: Lease | None = None):
@@ -213,6 +220,7 @@ def instance_create(
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
     version: int | None = None,
+    subject=None,
     actor=None,
     request=None,
 ) -> WorkflowInstance:
@@ -220,6 +228,7 @@ def instance_create(
     0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
     `labels` ({"user": "alice"}, workflows.labels) tag it for list filters. `version`: run
     that registered version instead of the active one (a canary; the pointer is unchanged).
+    `subject`: the user the work is for (a wipe of that user deletes it; their export holds it).
 
     On PostgreSQL outside a transaction, an unaudited create of a version this process has seen
     active is one statement (workflows.create_statement); when it writes nothing (the pointer
@@ -227,7 +236,14 @@ def instance_create(
     now = runtime.now()
     limits.check_priority(priority)
     active = create_statement.known_active(workflow_name) if version is None else None
-    if active is not None and actor is None and request is None and create_statement.applies():
+    # The one-statement insert writes no subject: work done for a user takes the ORM path.
+    if (
+        active is not None
+        and subject is None
+        and actor is None
+        and request is None
+        and create_statement.applies()
+    ):
         instance = _new_instance(workflow_name, active, instance_id, params, now, priority, labels)
         if create_statement.insert(instance, now):
             wake.schedule_wake(notified=True)
@@ -240,6 +256,7 @@ def instance_create(
         priority,
         labels,
         version=version,
+        subject=subject,
         actor=actor,
         request=request,
     )
@@ -256,6 +273,7 @@ def _create_with_orm(
     *,
     lease=None,
     version=None,
+    subject=None,
     actor,
     request,
 ) -> tuple[WorkflowInstance, WorkflowTask]:
@@ -271,7 +289,7 @@ def _create_with_orm(
             else:
                 version = _version_for_new(workflow_name, version)
             instance = _new_instance(
-                workflow_name, version, instance_id, params, now, priority, labels
+                workflow_name, version, instance_id, params, now, priority, labels, subject
             )
             if lease is not None and _slot(instance)["concurrency_limit"]:
                 lease = None
@@ -329,6 +347,7 @@ def instance_create_once(
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
     version: int | None = None,
+    subject=None,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
@@ -343,6 +362,8 @@ def instance_create_once(
         arguments["labels"] = labels
     if version is not None:
         arguments["version"] = version
+    if subject is not None:
+        arguments["subject"] = subject_pk(subject)
     digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
@@ -359,6 +380,7 @@ def instance_create_once(
                 priority=priority,
                 labels=labels,
                 version=version,
+                subject=subject,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -390,6 +412,7 @@ def instance_create_batch(
             now,
             item.get("priority", DEFAULT_PRIORITY),
             item.get("labels"),
+            item.get("subject"),
         )
         wanted.setdefault(instance.instance_id, instance)
     existing = set(
@@ -526,6 +549,10 @@ def instance_spawn_child(
     version = _version_for_new(workflow_name, None)
     instance = _new_instance(workflow_name, version, instance_id, params, now)
     instance.parent_id = parent_pk
+    # Work the parent does for a user, its children do for them too (a wipe finds them).
+    instance.subject_id = (
+        WorkflowInstance.objects.filter(pk=parent_pk).values_list("subject_id", flat=True).first()
+    )
     _save_new(instance, now)
     _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
     wake.schedule_wake()

@@ -233,7 +233,7 @@ class WipeConfirmForm(forms.Form):
 
 
 # Counts of a wipe that are not rows deleted.
-NOT_ROWS = ("stored_files", "wiped_references", "history_redacted")
+NOT_ROWS = ("stored_files", "wiped_references", "history_redacted", "terra_deauthentications")
 
 
 def _wipe_summary(counts: dict[str, int]) -> tuple[int, str]:

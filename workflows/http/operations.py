@@ -105,6 +105,7 @@ def instance_create(
     priority=5,
     labels=None,
     version=None,
+    subject=None,
     request=None,
     actor=None,
 ):
@@ -121,6 +122,7 @@ def instance_create(
             priority=priority,
             labels=labels,
             version=version,
+            subject=subject,
         )
         facts["instance_id"] = instance.instance_id
         return instance

@@ -130,6 +130,14 @@ class InstanceCreateSerializer(serializers.Serializer):
         min_value=1,
         help_text="run this registered version instead of the active one (a canary)",
     )
+    subject = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=150,
+        help_text="username of the user the work is for: wiping them deletes the instance "
+        "(400 unknown_subject for nobody)",
+    )
 
 
 class BatchItemSerializer(serializers.Serializer):

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ops.idempotency import idempotent
+from ops.userdata import subject_user
 from workflows import labels, rollout, selectors, services
 from workflows.authoring import registry
 from workflows.errors import WorkflowError, WorkflowNotFound
@@ -189,6 +190,7 @@ class InstanceListCreateView(WorkflowsView):
             priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
             labels=body.validated_data.get("labels"),
             version=body.validated_data.get("version"),
+            subject=subject_user(body.validated_data.get("subject")),
             request=request,
         )
         return Response(summary(instance), status=201)

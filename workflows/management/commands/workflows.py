@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ops.errors import ApiError
+from ops.userdata import subject_user
 from workflows import gc, replay_check, rollout, selectors
 from workflows.cli import describe, fmt_log, wait_reason
 from workflows.http import operations
@@ -67,6 +68,7 @@ class Command(BaseCommand):
         p.add_argument("--id", "-i")
         p.add_argument("--params", "-p")
         p.add_argument("--version", type=int, dest="workflow_version", help="canary version")
+        p.add_argument("--subject", help="username of the user the work is for")
         for action in ACTIONS:
             p = one(action, f"{action} an instance")
             if action == "restart":
@@ -180,6 +182,7 @@ class Command(BaseCommand):
             instance_id=options["id"],
             params=_json_arg(options["params"], "--params"),
             version=options.get("workflow_version"),
+            subject=subject_user(options["subject"]),
             actor=ACTOR,
         )
         canary = f" (v{instance.version})" if options.get("workflow_version") else ""
