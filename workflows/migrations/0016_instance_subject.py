@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0014_redundant_fk_indexes'),
+        ('workflows', '0015_workflow_disabled'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
