@@ -124,6 +124,11 @@ class RawEventAdmin(HealthDataAdmin):
         return [
             path("drain/", view(admin_pages.drain_view), name="ingest_rawevent_drain"),
             path(
+                "bulk-replay/",
+                view(admin_pages.bulk_replay_view),
+                name="ingest_rawevent_bulk_replay",
+            ),
+            path(
                 "<int:raw_event_id>/replay/",
                 view(admin_pages.replay_one_view),
                 name="ingest_rawevent_replay",
