@@ -19,7 +19,16 @@ from ingest.models import RawEvent, RawEventState
 from ingest.selectors import parse_age, raw_events
 
 KIND = "raw_events.replay"
-FILTER_KEYS = ("state", "type", "provider", "error", "terra_user_id", "since", "until", "newer_than")
+FILTER_KEYS = (
+    "state",
+    "type",
+    "provider",
+    "error",
+    "terra_user_id",
+    "since",
+    "until",
+    "newer_than",
+)
 
 
 def _moment(raw, key: str) -> str:

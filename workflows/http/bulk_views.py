@@ -17,8 +17,9 @@ from workflows.http.views import ERRORS, WorkflowsView, require_known_workflow
 class BulkFilterSerializer(serializers.Serializer):
     status = serializers.ListField(child=serializers.CharField(), required=False)
     version = serializers.IntegerField(required=False)
-    since = serializers.DateTimeField(required=False, help_text="created at or after")
-    until = serializers.DateTimeField(required=False, help_text="created before")
+    # Strings here: workflows.bulk validates them (400 invalid_filter) for the API and the console.
+    since = serializers.CharField(required=False, help_text="created at or after (ISO)")
+    until = serializers.CharField(required=False, help_text="created before (ISO)")
     newer_than = serializers.CharField(required=False, help_text='e.g. "1h": fixed when asked')
     label = serializers.ListField(child=serializers.CharField(), required=False)
 
