@@ -36,8 +36,8 @@ def bulk_page(
     form = form_class(data, initial=initial)
     count, preview, error = None, [], None
     if form.is_bound and form.is_valid():
-        filters = form.filters()
         try:
+            filters = form.filters()
             if is_confirmed(request):
                 job = start(filters)
                 messages.success(

@@ -279,7 +279,9 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             )
         except ApiError as exc:
             self.message_user(
-                request, f"{action} refused: {exc.code}: {exc.message}", messages.ERROR
+                request,
+                f"{action.replace('_', ' ')} refused: {exc.code}: {exc.message}",
+                messages.ERROR,
             )
         return self._back(instance)
 

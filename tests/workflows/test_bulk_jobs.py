@@ -165,3 +165,46 @@ def test_a_replay_filter_must_say_which_rows(db):
 
     with pytest.raises(InvalidFilter):
         do_raw_events_bulk_replay(filters={}, actor="x")
+
+
+RAW_BULK = "/v1/admin/raw-events/bulk-replay"
+
+
+def test_the_operator_api_counts_then_replays_dead_events_by_filter(operator_api):
+    ingest_api = operator_api("ingest:admin")
+    _dead(3, event_type="sleep", received_at=timezone.now())
+    _dead(2, event_type="daily", received_at=timezone.now())
+    body = {"filter": {"state": ["dead"], "type": "sleep", "newer_than": "1h"}, "dry_run": True}
+    assert ingest_api.post(RAW_BULK, body, format="json").json()["count"] == 3
+
+    response = ingest_api.post(RAW_BULK, {"filter": body["filter"]}, format="json")
+    assert response.status_code == 202, response.json()
+    job = response.json()
+    bulk_job_run(job["id"])
+    progress = ingest_api.get(f"/v1/admin/bulk-jobs/{job['id']}").json()
+    assert (progress["state"], progress["done"], progress["total"]) == ("finished", 3, 3)
+    assert AuditLog.objects.get(action="raw_events.bulk_replay").actor.startswith("api_key:")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"filter": {}}, {"filter": {"state": ["sideways"]}}, {"filter": {"since": "noonish"}}],
+)
+def test_a_bad_replay_filter_is_400_invalid_filter(operator_api, body):
+    response = operator_api("ingest:admin").post(RAW_BULK, body, format="json")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_filter")
+
+
+def test_a_replay_job_of_another_kind_is_not_found_there(operator_api, ops_api, errored):
+    job = ops_api.post(f"{BULK}/restart", {"filter": {}}, format="json").json()
+    response = operator_api("ingest:admin").get(f"/v1/admin/bulk-jobs/{job['id']}")
+    assert (response.status_code, response.json()["code"]) == (404, "bulk_job_not_found")
+
+
+def test_the_replay_command_takes_a_filter_and_runs_the_job_here(db, capsys):
+    _dead(4, event_type="sleep", received_at=timezone.now())
+    call_command("terra_replay", "--state", "dead", "--type", "sleep", "--dry-run")
+    assert "would replay 4 raw event(s)" in capsys.readouterr().out
+    call_command("terra_replay", "--state", "dead", "--type", "sleep", "--newer-than", "1h")
+    assert "finished, replayed 4 of 4" in capsys.readouterr().out
+    assert AuditLog.objects.get().actor == "command:terra_replay"
