@@ -4,9 +4,12 @@ against a live test server."""
 from ops.bulk import bulk_job_run
 from ops.models import BulkJob
 from tests.workflows import test_recovery_actions as flows
-from tests.workflows.test_cli import server, tick, wf  # noqa: F401 - fixtures
+from tests.workflows import test_cli
 from workflows import services
 from workflows.models import WorkflowInstance
+
+# The live server, its operator key and the in-process console script, from test_cli.
+server, wf, tick = test_cli.server, test_cli.wf, test_cli.tick
 
 
 def test_retry_now_from_the_console_script_runs_the_step_in_backoff(wf):
