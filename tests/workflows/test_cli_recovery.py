@@ -3,8 +3,8 @@ against a live test server."""
 
 from ops.bulk import bulk_job_run
 from ops.models import BulkJob
-from tests.workflows import test_recovery_actions as flows
 from tests.workflows import test_cli
+from tests.workflows import test_recovery_actions as flows
 from workflows import services
 from workflows.models import WorkflowInstance
 
