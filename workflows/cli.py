@@ -1,7 +1,7 @@
 """vitalflow-wf: the workflows console over HTTP, for any deployment.
 
-Deliberately HTTP only (httpx + argparse): no Django, no project imports but its own help texts
-(workflows.cli_help), no database, so the same script works from a laptop against production and from CI against a test server.
+Deliberately HTTP only (httpx + argparse): no Django, no project imports, no database, so the
+same script works from a laptop against production and from CI against a test server.
 Exit codes: 0 ok, 1 the API answered an error (its code and message are printed), 2 usage,
 3 the server could not be reached or answered something that is not the API.
 """
@@ -15,7 +15,54 @@ import uuid
 
 import httpx
 
-from workflows.cli_help import ENV_HELP, EXAMPLES
+ENV_HELP = """environment:
+  VITALFLOW_URL       API base URL, e.g. http://127.0.0.1:8000/v1 (same as --url)
+  VITALFLOW_HEADERS   extra headers, one "Name: value" per line (or separated by ';'),
+                      e.g. "X-Admin-Key: vfk_..."; -H adds to them"""
+
+EXAMPLES = {
+    "root": """examples:
+  export VITALFLOW_URL=http://127.0.0.1:8000/v1 VITALFLOW_HEADERS="X-Admin-Key: vfk_..."
+  vitalflow-wf workflows list
+  vitalflow-wf instances list --workflow lab-report --status errored
+  vitalflow-wf instances get --workflow lab-report --id upload-42 --full
+  vitalflow-wf instances create --workflow lab-report --params '{"upload_id": "u1"}'
+  vitalflow-wf instances logs --workflow lab-report --id upload-42 --follow""",
+    "workflows": "examples:\n  vitalflow-wf workflows list",
+    "workflows list": "examples:\n  vitalflow-wf --url http://127.0.0.1:8000/v1 workflows list",
+    "instances": """examples:
+  vitalflow-wf instances list --workflow lab-report
+  vitalflow-wf instances terminate --workflow lab-report --id upload-42""",
+    "instances list": """examples:
+  vitalflow-wf instances list --workflow lab-report
+  vitalflow-wf instances list --workflow lab-report --status waiting --page-size 100
+  vitalflow-wf instances list --workflow lab-report --all
+  vitalflow-wf instances list --workflow lab-report --label user:alice --label tier:gold""",
+    "instances get": """examples:
+  vitalflow-wf instances get --workflow lab-report --id upload-42
+  vitalflow-wf instances get --workflow lab-report --id upload-42 --full""",
+    "instances history": """examples:
+  vitalflow-wf instances history --workflow lab-report --id upload-42
+  vitalflow-wf instances history --workflow lab-report --id upload-42 --run 1 --include-logs \\
+      --log-level error --log-category workflow""",
+    "instances logs": """examples:
+  vitalflow-wf instances logs --workflow lab-report --id upload-42
+  vitalflow-wf instances logs --workflow lab-report --id upload-42 --follow""",
+    "instances create": """examples:
+  vitalflow-wf instances create --workflow lab-report
+  vitalflow-wf instances create --workflow lab-report --id upload-42 \\
+      --params '{"upload_id": "42"}' --idempotency-key retry-safe-42 --label user:alice""",
+    "instances send-event": """examples:
+  vitalflow-wf instances send-event --workflow lab-report --id upload-42 --type lab_report \\
+      --payload '{"results": []}'""",
+}
+for _action in ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait"):
+    EXAMPLES[f"instances {_action}"] = (
+        f"examples:\n  vitalflow-wf instances {_action} --workflow lab-report --id upload-42"
+    )
+EXAMPLES["instances restart"] += (
+    "\n  vitalflow-wf instances restart --workflow lab-report --id upload-42 --from-step store"
+)
 
 
 class CliError(Exception):
@@ -292,32 +339,6 @@ def cmd_instances_action(api: Api, args, out) -> None:
     print(f"{args.action} {args.id}: {describe(data['details'])}", file=out)
 
 
-def cmd_instances_bulk(api: Api, args, out) -> None:
-    """A bulk action by filter: the count (--dry-run) or a job, followed to its end (--wait)."""
-    wanted = {
-        "status": args.status,
-        "since": args.since,
-        "until": args.until,
-        "newer_than": args.newer_than,
-        "label": args.label,
-    }
-    body = {"filter": {k: v for k, v in wanted.items() if v}, "dry_run": args.dry_run}
-    data = api.call(
-        "POST", f"workflows/{args.workflow}/instances/bulk/{args.bulk_action}", body=body
-    )
-    if args.dry_run:
-        print(f"{args.bulk_action} would touch {data['count']} instance(s)", file=out)
-        return
-    while args.wait and data["state"] in ("queued", "running"):
-        time.sleep(args.interval)
-        data = api.call("GET", f"workflows/_bulk/{data['id']}")
-    print(
-        f"bulk job {data['id']} {args.bulk_action}: {data['state']}, "
-        f"{data['done'] + data['failed']}/{data['total']} ({data['failed']} failed)",
-        file=out,
-    )
-
-
 def cmd_instances_send_event(api: Api, args, out) -> None:
     body = {"type": args.type}
     if args.payload is not None:
@@ -424,19 +445,6 @@ def build_parser(extra_groups=()) -> argparse.ArgumentParser:
                 "--from-step",
                 help="keep the results of the steps completed before this one; run it and the rest",
             )
-
-    p = _sub(cmds, "bulk", "instances bulk", "an action on every instance a filter matches")
-    p.set_defaults(func=cmd_instances_bulk)
-    p.add_argument("bulk_action", choices=("pause", "resume", "restart", "terminate"))
-    _instance_args(p, with_id=False)
-    p.add_argument("--status", "-s", action="append", help="repeatable")
-    p.add_argument("--since", help="created at or after (ISO date-time)")
-    p.add_argument("--until", help="created before (ISO date-time)")
-    p.add_argument("--newer-than", help='e.g. "1h"')
-    p.add_argument("--label", "-l", action="append", help="key:value (repeatable)")
-    p.add_argument("--dry-run", action="store_true", help="only count the instances")
-    p.add_argument("--wait", action="store_true", help="follow the job until it ends")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
 
     p = _sub(cmds, "send-event", "instances send-event", "deliver an event to an instance")
     p.set_defaults(func=cmd_instances_send_event)
