@@ -61,6 +61,8 @@ def _register_user_data() -> None:
     )
     # Operator history keeps its rows through a wipe, with the user's identifiers replaced.
     mentions_register("ops.AuditLog", ("actor", "resource", "metadata"))
+    # A bulk job's filter may name a Terra user or a label value; its actor, an operator.
+    mentions_register("ops.BulkJob", ("actor", "filter"))
     mentions_register("admin.LogEntry", ("object_id", "object_repr", "change_message"))
     mentions_register("axes.AccessAttempt", ("username", "get_data", "post_data"))
     mentions_register("axes.AccessFailureLog", ("username",))
