@@ -8,7 +8,7 @@ workflows.decisions, write, log in the `system` category, wake a runner on commi
 
 from django.db import transaction
 
-from workflows import decisions, runtime, services
+from workflows import dbclock, decisions, runtime, services
 from workflows.errors import NotInBackoff, NotSleeping
 from workflows.models import StepStatus, TaskKind, WorkflowInstance, WorkflowStep
 from workflows.runner import wake
@@ -42,7 +42,8 @@ def instance_retry_now(*, instance: WorkflowInstance) -> WorkflowStep:
         target = decisions.backoff_step(states)
         step = next(row for row, state in pending if state is target)
         now = runtime.now()
-        WorkflowStep.objects.filter(pk=step.pk).update(next_retry_at=now)
+        # Due by the clock the runners judge it by (the database's on PostgreSQL).
+        WorkflowStep.objects.filter(pk=step.pk).update(next_retry_at=dbclock.due_now(now))
         services._make_runnable(fresh, task, TaskKind.RETRY, now)
         services._system_log(
             fresh,
@@ -68,7 +69,7 @@ def instance_skip_wait(*, instance: WorkflowInstance) -> WorkflowStep:
         target = decisions.sleeping_step(states)
         step = next(row for row, state in pending if state is target)
         now = runtime.now()
-        WorkflowStep.objects.filter(pk=step.pk).update(wake_at=now)
+        WorkflowStep.objects.filter(pk=step.pk).update(wake_at=dbclock.due_now(now))
         services._make_runnable(fresh, task, TaskKind.WAKE, now)
         services._system_log(fresh, "info", f"sleep {step.name!r} skipped by an operator")
         wake.schedule_wake()
