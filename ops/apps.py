@@ -40,6 +40,10 @@ class OpsConfig(AppConfig):
         from ops.schedules import Spec, schedule_register
 
         schedule_register(Spec("ops-cleanup", "ops.tasks.cleanup", Schedule.DAILY, at=time(3, 45)))
+        # Bulk jobs whose worker died or whose task was lost get a new task (ops.bulk).
+        schedule_register(
+            Spec("ops-bulk-jobs", "ops.bulk.bulk_jobs_resume", Schedule.MINUTES, minutes=5)
+        )
         _register_user_data()
 
 

@@ -7,11 +7,13 @@ An app's actions module creates the job and its one audit row in one transaction
 """
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Count, F, Max, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
 
 from ops.models import BulkJob
@@ -63,30 +65,52 @@ def bulk_job_create(*, kind: str, filters: dict, actor: str) -> BulkJob:
 
 
 def bulk_job_start(job: BulkJob, *, inline: bool = False) -> None:
-    """Run the job: here and now (`inline`: commands, tests), else on the cluster once the
-    caller's transaction commits."""
+    """Run the job: here and now to its end (`inline`: commands, tests), else on the cluster
+    once the caller's transaction commits."""
     if inline:
-        bulk_job_run(job.pk)
+        bulk_job_run(job.pk, seconds=None)
         return
-
-    def enqueue():
-        from django_q.tasks import async_task
-
-        async_task(RUN_TASK, job.pk, q_options={"task_name": f"bulk-job-{job.pk}"})
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: _enqueue(job.pk))
 
 
-def bulk_job_run(job_id: int, *, chunk_size: int = CHUNK_SIZE) -> BulkJob:
-    """The django-q2 task: claim the job (queued → running, so a second delivery of the task
-    does nothing), walk its rows in id order a chunk at a time, storing the counts and the
-    cursor after each chunk, then finish it and let its kind record the outcome."""
-    if not BulkJob.objects.filter(pk=job_id, state=BulkJob.State.QUEUED).update(
-        state=BulkJob.State.RUNNING
-    ):
+def _enqueue(job_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task(RUN_TASK, job_id, q_options={"task_name": f"bulk-job-{job_id}"})
+
+
+# A task works on a job for at most SLICE_SECONDS, then queues the next task for the rest: a
+# big job never meets the cluster's task timeout (Q_TIMEOUT, 300 s by default), and other work
+# gets a worker between slices. A running job that has not stored a chunk for STALE_SECONDS
+# (longer than any slice plus the cluster's timeout) lost its process: it is taken over.
+SLICE_SECONDS = 60.0
+STALE_SECONDS = 600
+
+
+def _claim(job_id: int) -> bool:
+    now = timezone.now()
+    claimable = Q(state=BulkJob.State.QUEUED) | Q(
+        state=BulkJob.State.RUNNING, progress_at__lt=now - timedelta(seconds=STALE_SECONDS)
+    )
+    return bool(
+        BulkJob.objects.filter(claimable, pk=job_id).update(
+            state=BulkJob.State.RUNNING, progress_at=now
+        )
+    )
+
+
+def bulk_job_run(
+    job_id: int, *, chunk_size: int = CHUNK_SIZE, seconds: float | None = SLICE_SECONDS
+) -> BulkJob:
+    """The django-q2 task: claim the job (queued → running, compare-and-set, so a second
+    delivery of the task does nothing), walk its rows in id order a chunk at a time, storing
+    the counts and the cursor after each chunk; after `seconds` (None: no limit) hand the rest
+    to a new task; at the end, finish it and let its kind record the outcome."""
+    if not _claim(job_id):
         return BulkJob.objects.get(pk=job_id)
     job = BulkJob.objects.get(pk=job_id)
     kind = kind_get(job.kind)
+    deadline = None if seconds is None else time.monotonic() + seconds
     state, error = BulkJob.State.FINISHED, ""
     try:
         while True:
@@ -100,9 +124,18 @@ def bulk_job_run(job_id: int, *, chunk_size: int = CHUNK_SIZE) -> BulkJob:
                 break
             done, failed = kind.apply(ids)
             BulkJob.objects.filter(pk=job.pk).update(
-                done=F("done") + done, failed=F("failed") + failed, cursor=ids[-1]
+                done=F("done") + done,
+                failed=F("failed") + failed,
+                cursor=ids[-1],
+                progress_at=timezone.now(),
             )
             job.refresh_from_db(fields=["done", "failed", "cursor"])
+            more = len(ids) == chunk_size  # a short chunk was the last one
+            if more and deadline is not None and time.monotonic() >= deadline:
+                BulkJob.objects.filter(pk=job.pk).update(state=BulkJob.State.QUEUED)
+                _enqueue(job.pk)
+                job.refresh_from_db()
+                return job
     except Exception as exc:  # the job says it broke; the rows done so far stay done
         log.exception("bulk job %s failed", job.pk)
         state, error = BulkJob.State.FAILED, f"{type(exc).__name__}: {exc}"[:500]
@@ -110,6 +143,22 @@ def bulk_job_run(job_id: int, *, chunk_size: int = CHUNK_SIZE) -> BulkJob:
     job.refresh_from_db()
     kind.finish(job)
     return job
+
+
+def bulk_jobs_resume() -> int:
+    """The five-minute schedule: queue a task for every job nobody is working on — running
+    with no chunk stored for STALE_SECONDS (its worker was killed), or queued that long (its
+    task was lost). Returns how many."""
+    stale = timezone.now() - timedelta(seconds=STALE_SECONDS)
+    untouched = Q(progress_at__isnull=True) | Q(progress_at__lt=stale)
+    orphans = BulkJob.objects.filter(
+        Q(state=BulkJob.State.RUNNING, progress_at__lt=stale)
+        | (Q(state=BulkJob.State.QUEUED, created_at__lt=stale) & untouched)
+    )
+    ids = list(orphans.values_list("pk", flat=True))
+    for job_id in ids:
+        _enqueue(job_id)
+    return len(ids)
 
 
 def bulk_job_outcome(job: BulkJob) -> dict:

@@ -210,6 +210,9 @@ class BulkJob(models.Model):
     cursor = models.BigIntegerField(default=0)
     audit_id = models.BigIntegerField(null=True, blank=True)
     error = models.CharField(max_length=500, blank=True)
+    # When a run last claimed it or stored a chunk: a running job whose time is long past lost
+    # its process, and the next delivery of its task takes it over (ops.bulk).
+    progress_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

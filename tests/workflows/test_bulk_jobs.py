@@ -69,14 +69,24 @@ def test_restart_every_errored_instance_of_the_last_hour_runs_as_one_audited_job
     assert row.actor.startswith("api_key:")
 
 
-def test_a_bulk_job_is_handed_to_the_cluster_after_commit(
-    ops_api, errored, django_capture_on_commit_callbacks
+def test_a_bulk_job_is_handed_to_the_cluster_after_commit_and_its_task_runs_it(
+    ops_api, harness, django_capture_on_commit_callbacks
 ):
+    from django.utils.module_loading import import_string
     from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
 
+    harness.create("h5-approval", id="live")
     with django_capture_on_commit_callbacks(execute=True):
-        ops_api.post(f"{BULK}/terminate", {"filter": {}}, format="json")
-    assert OrmQ.objects.count() == 1
+        response = ops_api.post(
+            "/v1/workflows/h5-approval/instances/bulk/pause", {"filter": {}}, format="json"
+        )
+    [message] = OrmQ.objects.all()
+    task = SignedPackage.loads(message.payload)
+    assert (task["func"], task["args"]) == ("ops.bulk.bulk_job_run", (response.json()["id"],))
+    import_string(task["func"])(*task["args"])  # what a cluster worker does with it
+    assert WorkflowInstance.objects.get(instance_id="live").status == "paused"
+    assert BulkJob.objects.get().state == "finished"
 
 
 def test_terminate_matches_only_instances_it_applies_to(ops_api, errored, harness):
