@@ -171,3 +171,41 @@ def test_the_command_retries_now_and_skips_waits(harness, in_backoff, sleeping):
 def test_the_command_says_why_a_retry_now_is_refused(harness, sleeping):
     with pytest.raises(CommandError, match="not_in_backoff"):
         call_command("workflows", "retry-now", "--workflow", "t-recover-sleep", "--id", "s1")
+
+
+@pytest.mark.parametrize(
+    ("action", "call"),
+    [
+        ("workflow_instance.pause", lambda i: actions.do_pause(instance=i, actor="user:ann")),
+        ("workflow_instance.resume", lambda i: actions.do_resume(instance=i, actor="user:ann")),
+        (
+            "workflow_instance.terminate",
+            lambda i: actions.do_terminate(instance=i, actor="user:ann"),
+        ),
+        ("workflow_instance.restart", lambda i: actions.do_restart(instance=i, actor="user:ann")),
+        (
+            "workflow_instance.send_event",
+            lambda i: actions.do_send_event(
+                instance=i, event_type="note", payload={"hrv": 41}, actor="user:ann"
+            ),
+        ),
+        (
+            "workflow_instance.skip_wait",
+            lambda i: actions.do_skip_wait(instance=i, actor="user:ann"),
+        ),
+        (
+            "workflow.version_activate",
+            lambda i: actions.do_activate_version(
+                workflow_name=i.workflow_name, version=1, actor="user:ann"
+            ),
+        ),
+    ],
+)
+def test_each_action_writes_exactly_one_audit_row_and_never_a_payload(
+    harness, sleeping, action, call
+):
+    call(harness.instance("t-recover-sleep", "s1"))
+    [row] = AuditLog.objects.all()
+    assert (row.action, row.result, row.actor) == (action, "ok", "user:ann")
+    assert row.resource in ("workflow_instance:t-recover-sleep/s1", "workflow:t-recover-sleep")
+    assert "41" not in str(row.metadata) and "hrv" not in str(row.metadata)
