@@ -7,6 +7,7 @@ import sys
 import uuid
 
 from workflows import cli as wf
+from workflows.cli_bulk import add_commands as bulk_commands
 
 EXAMPLES = """examples:
   vitalflow-wf graphs list --name lab-out-of-range
@@ -165,7 +166,7 @@ add_commands.group_name = "graphs"
 
 
 def main(argv=None, *, out=None, err=None) -> int:
-    return wf.main(argv, out=out, err=err, extra_groups=[add_commands])
+    return wf.main(argv, out=out, err=err, extra_groups=[bulk_commands, add_commands])
 
 
 if __name__ == "__main__":

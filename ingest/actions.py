@@ -7,10 +7,13 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from ingest import bulk as raw_bulk
 from ingest import connections, drain, replay, wipe
 from ingest.models import RawEvent, RawEventState, TerraConnection
 from ingest.traces import trace_write
 from ingest.workflows import terra_deauthenticate_start
+from ops import bulk
+from ops.models import AuditLog, BulkJob
 from ops.services import SYSTEM_ACTOR, actor_for, audit_log_write
 
 log = logging.getLogger(__name__)
@@ -153,3 +156,58 @@ def do_connection_backfill(
         metadata={"days": days, "terra_user_id": connection.terra_user_id, "outcomes": outcomes},
     )
     return outcomes
+
+
+def do_raw_events_bulk_replay(
+    *, filters: dict, request=None, actor: str | None = None, inline: bool = False
+) -> BulkJob:
+    """Replay every raw event a filter matches ("every dead sleep event since 02:00") as a
+    tracked job (ops.bulk): counted and stored with its ONE audit row (the filter and the
+    counts, never a payload), completed by bulk_replay_finished when the job ends. `inline`
+    runs it here and now (commands, tests); else a cluster task runs it after commit."""
+    filters = raw_bulk.bulk_filters_clean(filters)
+    actor = actor or actor_for(request)
+    with transaction.atomic():
+        job = bulk.bulk_job_create(kind=raw_bulk.KIND, filters=filters, actor=actor)
+        row = audit_log_write(
+            action="raw_events.bulk_replay",
+            resource=f"bulk_job:{job.pk}",
+            result=job.state,
+            request=request,
+            actor=actor,
+            metadata=bulk.bulk_job_outcome(job),
+        )
+        job.audit_id = row.pk
+        job.save(update_fields=["audit_id"])
+    bulk.bulk_job_start(job, inline=inline)
+    job.refresh_from_db()
+    return job
+
+
+def _bulk_replay_chunk(ids: list[int]) -> tuple[int, int]:
+    found = replay.raw_events_replay(ids=ids)
+    return len(found), 0
+
+
+def bulk_replay_finished(job: BulkJob) -> None:
+    """Complete the job's one audit row with its counts."""
+    if job.state == BulkJob.State.FINISHED:
+        result = "ok" if not job.failed else f"partial:{job.failed}_failed"
+    else:
+        result = job.state
+    metadata = bulk.bulk_job_outcome(job)
+    if job.error:
+        metadata["error"] = job.error
+    AuditLog.objects.filter(pk=job.audit_id).update(result=result[:50], metadata=metadata)
+
+
+def register_bulk_kinds() -> None:
+    """Called from IngestConfig.ready, so a cluster can run the jobs."""
+    bulk.register(
+        bulk.BulkKind(
+            name=raw_bulk.KIND,
+            rows=raw_bulk.raw_events_matching,
+            apply=_bulk_replay_chunk,
+            finish=bulk_replay_finished,
+        )
+    )

@@ -56,7 +56,7 @@ EXAMPLES = {
   vitalflow-wf instances send-event --workflow lab-report --id upload-42 --type lab_report \\
       --payload '{"results": []}'""",
 }
-for _action in ("pause", "resume", "restart", "terminate"):
+for _action in ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait"):
     EXAMPLES[f"instances {_action}"] = (
         f"examples:\n  vitalflow-wf instances {_action} --workflow lab-report --id upload-42"
     )
@@ -441,8 +441,9 @@ def build_parser(extra_groups=()) -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, help="run this version, not the active one (canary)")
     p.add_argument("--subject", help="username of the user the work is for")
 
-    for action in ("pause", "resume", "restart", "terminate"):
-        p = _sub(cmds, action, f"instances {action}", f"{action} an instance")
+    helps = {"retry-now": "run the step waiting in backoff now", "skip-wait": "end a sleep now"}
+    for action in ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait"):
+        p = _sub(cmds, action, f"instances {action}", helps.get(action, f"{action} an instance"))
         p.set_defaults(func=cmd_instances_action, action=action)
         _instance_args(p)
         if action == "restart":

@@ -341,3 +341,62 @@ def refused_boundary_steps(staged, error: dict, now: datetime, *, strict: bool, 
             state.completed_at = state.completed_at or now
         steps.append(state)
     return steps
+
+
+# -- operator actions: which instances an action may touch ---------------------------------------
+# The console offers an action (and a bulk job selects rows) only where these say it applies;
+# the services apply the same rules under their row locks, so a stale page is refused there.
+
+OPERATOR_ACTIONS = ("pause", "resume", "terminate", "restart")
+
+
+def action_applies(action: str, status: str) -> bool:
+    """Whether `action` changes an instance that is `status` (pause on a paused one, resume on
+    a running one, terminate on a finished one change nothing or are refused)."""
+    if action == "pause":
+        return status in (Status.ACTIVE, Status.WAITING)
+    if action == "resume":
+        return resume_applies(status)
+    if action == "terminate":
+        return not is_terminal(status)
+    return action == "restart"  # any status: a new run starts
+
+
+def eligible_actions(status: str) -> list[str]:
+    return [action for action in OPERATOR_ACTIONS if action_applies(action, status)]
+
+
+def eligible_statuses(action: str) -> list[str]:
+    """The statuses `action` applies to, for a list filter (`status__in`)."""
+    return [status for status in Status.values if action_applies(action, status)]
+
+
+def backoff_step(steps: Sequence[StepState]) -> StepState | None:
+    """The step of a run waiting out a retry delay (retry now wakes it), if any."""
+    return next((s for s in steps if s.status == StepStatus.RETRYING), None)
+
+
+def sleeping_step(steps: Sequence[StepState]) -> StepState | None:
+    """The step of a run that is sleeping (skip wait completes it now), if any."""
+    return next((s for s in steps if s.status == StepStatus.SLEEPING), None)
+
+
+def retry_now_applies(status: str, steps: Sequence[StepState]) -> bool:
+    """Retry now: a live, unpaused instance with a step in backoff. A paused one keeps its
+    backoff until resumed (resume runs it when due)."""
+    return status in (Status.ACTIVE, Status.WAITING) and backoff_step(steps) is not None
+
+
+def skip_wait_applies(status: str, steps: Sequence[StepState]) -> bool:
+    return status in (Status.ACTIVE, Status.WAITING) and sleeping_step(steps) is not None
+
+
+def steps_run_again(steps: Sequence[tuple[str, str]], from_step: str) -> list[str] | None:
+    """What a restart from `from_step` runs again, given the current run's (name, status) in
+    the order the run reached them: that step and every one after it, and any step before it
+    that had not completed (only completed results are kept). None: the run has no such step."""
+    names = [name for name, _ in steps]
+    if from_step not in names:
+        return None
+    cut = names.index(from_step)
+    return [name for i, (name, status) in enumerate(steps) if i >= cut or status != "complete"]

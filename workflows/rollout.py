@@ -2,13 +2,12 @@
 version beside the active pointer (a canary), and disabling a workflow so that every road to a
 new instance (API, CLI, Python, cron, child workflows) is refused while running ones go on.
 
-do_disable_workflow / do_enable_workflow are operator actions: one state change and its audit
-row in one transaction, called by the API, the admin and `manage.py workflows`.
+The operator actions over these (audited) are workflows.actions.do_disable_workflow and
+do_enable_workflow.
 """
 
 from django.db import transaction
 
-from ops.services import audit_log_write
 from workflows import runtime
 from workflows.authoring import registry
 from workflows.errors import VersionNotFound, WorkflowDisabled
@@ -40,18 +39,10 @@ def check_version(*, name: str, version) -> int:
     return version
 
 
-def do_disable_workflow(*, name: str, actor=None, request=None, reason: str = ""):
-    """Refuse new instances of `name` from now on (every process: the flag is read at create);
-    running instances continue. Audited as workflow.disable."""
-    return _set_disabled(name, True, actor=actor, request=request, reason=reason)
-
-
-def do_enable_workflow(*, name: str, actor=None, request=None, reason: str = ""):
-    """Accept new instances of `name` again. Audited as workflow.enable."""
-    return _set_disabled(name, False, actor=actor, request=request, reason=reason)
-
-
-def _set_disabled(name: str, disabled: bool, *, actor, request, reason: str):
+def set_disabled(*, name: str, disabled: bool):
+    """Refuse (or accept again) new instances of `name` from now on, in every process (the flag
+    is read at create); running instances continue. Returns (row, changed). The operator
+    actions that call it and audit it are workflows.actions.do_disable_workflow / _enable."""
     registry.require(name)
     with transaction.atomic():
         row = WorkflowDeployment.objects.select_for_update().filter(workflow_name=name).first()
@@ -63,15 +54,4 @@ def _set_disabled(name: str, disabled: bool, *, actor, request, reason: str):
         row.disabled, row.updated_at = disabled, runtime.now()
         if changed:
             row.save()
-        metadata = {"changed": changed}
-        if reason:
-            metadata["reason"] = reason[:500]
-        audit_log_write(
-            action="workflow.disable" if disabled else "workflow.enable",
-            resource=f"workflow:{name}",
-            actor=actor if actor is not None or request is not None else "system",
-            request=request,
-            metadata=metadata,
-            idempotency_key=getattr(request, "idempotency_key", "") or "",
-        )
-    return row
+    return row, changed

@@ -2,8 +2,9 @@
 
 Keyword-only; every refusal is a workflows.errors.WorkflowError with a `code`. Each operator
 action locks the task row before the instance row (the runner's order too), applies the rule
-from workflows.decisions, logs the transition in the `system` category and, when `actor` or
-`request` is given, writes an audit row. Making work runnable schedules a wake task on commit.
+from workflows.decisions and logs the transition in the `system` category. Services take no
+actor and no request: workflows.actions audits what operators do. Making work runnable
+schedules a wake task on commit.
 """
 
 import contextlib
@@ -15,7 +16,6 @@ from ops.idempotency import TTL as IDEMPOTENCY_TTL
 from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
-from ops.services import audit_log_write
 from workflows import (
     concurrency,
     create_statement,
@@ -57,13 +57,6 @@ from workflows.runner.persist import event_wakes, wake_parent
 from workflows.selectors import instance_details
 
 
-def _audit(action: str, *, resource: str, actor, request, metadata=None) -> None:
-    if actor is not None or request is not None:
-        audit_log_write(
-            action=action, resource=resource, actor=actor, request=request, metadata=metadata
-        )
-
-
 def _system_log(instance: WorkflowInstance, level: str, message: str, data=None) -> None:
     WorkflowLog.objects.create(
         instance=instance,
@@ -75,10 +68,6 @@ def _system_log(instance: WorkflowInstance, level: str, message: str, data=None)
         request_id=get_request_id(),
         created_at=runtime.now(),
     )
-
-
-def _resource(instance: WorkflowInstance) -> str:
-    return f"workflow_instance:{instance.workflow_name}/{instance.instance_id}"
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -120,22 +109,14 @@ def _version_for_new(name: str, version: int | None) -> int:
     return chosen
 
 
-def workflow_version_activate(*, name: str, version: int, actor=None, request=None):
+def workflow_version_activate(*, name: str, version: int):
     """Point new instances of `name` at `version` (rollback = activate an older one)."""
     if version not in registry.require(name):
         raise VersionNotFound(f"workflow {name!r} has no registered version {version}")
-    with transaction.atomic():
-        deployment, _ = WorkflowDeployment.objects.update_or_create(
-            workflow_name=name,
-            defaults={"active_version": version, "updated_at": runtime.now()},
-        )
-        audit_log_write(
-            action="workflow.version_activate",
-            resource=f"workflow:{name}",
-            actor=actor if actor is not None or request is not None else "system",
-            request=request,
-            metadata={"version": version},
-        )
+    deployment, _ = WorkflowDeployment.objects.update_or_create(
+        workflow_name=name,
+        defaults={"active_version": version, "updated_at": runtime.now()},
+    )
     return deployment
 
 
@@ -221,8 +202,6 @@ def instance_create(
     labels: dict | None = None,
     version: int | None = None,
     subject=None,
-    actor=None,
-    request=None,
 ) -> WorkflowInstance:
     """Create an instance of the active version, runnable now (one transaction). `priority`
     0-9 orders new runs (higher first, then oldest); resumes and wakes always go first.
@@ -237,28 +216,13 @@ def instance_create(
     limits.check_priority(priority)
     active = create_statement.known_active(workflow_name) if version is None else None
     # The one-statement insert writes no subject: work done for a user takes the ORM path.
-    if (
-        active is not None
-        and subject is None
-        and actor is None
-        and request is None
-        and create_statement.applies()
-    ):
+    if active is not None and subject is None and create_statement.applies():
         instance = _new_instance(workflow_name, active, instance_id, params, now, priority, labels)
         if create_statement.insert(instance, now):
             wake.schedule_wake(notified=True)
             return instance
     instance, _ = _create_with_orm(
-        workflow_name,
-        instance_id,
-        params,
-        now,
-        priority,
-        labels,
-        version=version,
-        subject=subject,
-        actor=actor,
-        request=request,
+        workflow_name, instance_id, params, now, priority, labels, version=version, subject=subject
     )
     return instance
 
@@ -274,11 +238,9 @@ def _create_with_orm(
     lease=None,
     version=None,
     subject=None,
-    actor,
-    request,
 ) -> tuple[WorkflowInstance, WorkflowTask]:
     """instance_create's rules through the ORM, in one transaction: the active version read
-    again (and created on first use), a duplicate id refused, the audit row. `lease`: the first
+    again (and created on first use), a duplicate id refused. `lease`: the first
     task is leased to its owner, unless the workflow is capped (then it is queued for the
     runners, whose claims count the cap)."""
     try:
@@ -294,12 +256,6 @@ def _create_with_orm(
             if lease is not None and _slot(instance)["concurrency_limit"]:
                 lease = None
             task = _save_new(instance, now, lease)
-            _audit(
-                "workflow_instance.create",
-                resource=_resource(instance),
-                actor=actor,
-                request=request,
-            )
             if lease is None:
                 wake.schedule_wake()  # in the transaction: its NOTIFY costs no commit of its own
     except IntegrityError:
@@ -330,8 +286,6 @@ def instance_create_leased(
         priority,
         labels,
         lease=lease,
-        actor=None,
-        request=None,
     )
 
 
@@ -395,9 +349,7 @@ def instance_create_once(
     return bytes(stored.response_body).decode()
 
 
-def instance_create_batch(
-    *, workflow_name: str, items: list[dict], actor=None, request=None
-) -> list[WorkflowInstance]:
+def instance_create_batch(*, workflow_name: str, items: list[dict]) -> list[WorkflowInstance]:
     """Create many instances; ids that already exist (or repeat in the batch) are skipped and
     left out of the result. Everything is validated before anything is written."""
     version = _version_for_new(workflow_name, None)
@@ -431,13 +383,6 @@ def instance_create_batch(
             continue
         created.append(instance)
     if created:
-        _audit(
-            "workflow_instance.create_batch",
-            resource=f"workflow:{workflow_name}",
-            actor=actor,
-            request=request,
-            metadata={"created": [i.instance_id for i in created]},
-        )
         wake.schedule_wake()
     return created
 
@@ -452,7 +397,7 @@ def _lock(instance: WorkflowInstance) -> tuple[WorkflowInstance, WorkflowTask | 
     return fresh, task
 
 
-def instance_pause(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_pause(*, instance: WorkflowInstance) -> WorkflowInstance:
     """No new step starts once this returns; a running step may finish and keeps its result."""
     with transaction.atomic():
         fresh, task = _lock(instance)
@@ -463,11 +408,10 @@ def instance_pause(*, instance: WorkflowInstance, actor=None, request=None) -> W
                 # Not runnable; the lease stays so a step in flight can still store its result.
                 WorkflowTask.objects.filter(pk=task.pk).update(run_at=None)
             _system_log(fresh, "info", "instance paused")
-        _audit("workflow_instance.pause", resource=_resource(fresh), actor=actor, request=request)
     return fresh
 
 
-def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_resume(*, instance: WorkflowInstance) -> WorkflowInstance:
     """A paused instance becomes active and runs now; anything else is left as it is."""
     with transaction.atomic():
         fresh, task = _lock(instance)
@@ -478,11 +422,10 @@ def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> 
             _make_runnable(fresh, task, TaskKind.RESUME, now)
             _system_log(fresh, "info", "instance resumed")
             wake.schedule_wake()
-        _audit("workflow_instance.resume", resource=_resource(fresh), actor=actor, request=request)
     return fresh
 
 
-def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_terminate(*, instance: WorkflowInstance) -> WorkflowInstance:
     """Terminate the instance, wake its parent (a ChildWorkflowError there), then terminate its
     running children, each in its own transaction (locks go parent-then-child nowhere, so a
     child's runner finishing and waking us cannot deadlock with this)."""
@@ -498,9 +441,6 @@ def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) 
             _execute(wake_parent(fresh.pk, now))
             wake.schedule_wake()
         _system_log(fresh, "info", "instance terminated")
-        _audit(
-            "workflow_instance.terminate", resource=_resource(fresh), actor=actor, request=request
-        )
     for child in WorkflowInstance.objects.filter(parent_id=fresh.pk).exclude(
         status__in=TERMINAL_STATUSES
     ):
@@ -560,7 +500,7 @@ def instance_spawn_child(
 
 
 def instance_restart(
-    *, instance: WorkflowInstance, from_step: str | None = None, actor=None, request=None
+    *, instance: WorkflowInstance, from_step: str | None = None
 ) -> WorkflowInstance:
     """Start a new run (run number + 1); earlier runs stay for audit. With `from_step`, the new
     run starts with the cached results of the steps that completed before that step in the
@@ -602,13 +542,6 @@ def instance_restart(
         if from_step is not None:
             message += f" from step {from_step!r} ({len(kept)} step(s) kept)"
         _system_log(fresh, "info", message)
-        _audit(
-            "workflow_instance.restart",
-            resource=_resource(fresh),
-            actor=actor,
-            request=request,
-            metadata=None if from_step is None else {"from_step": from_step},
-        )
         wake.schedule_wake()
     return fresh
 
@@ -639,10 +572,8 @@ def _make_runnable(instance: WorkflowInstance, task: WorkflowTask | None, kind: 
 def instance_send_event(
     *,
     instance: WorkflowInstance,
-    type: str,
+    type: str,  # noqa: A002 - the public name of the event's type
     payload=None,
-    actor=None,
-    request=None,  # noqa: A002
 ) -> WorkflowEvent:
     """Store an event for the current run; wake the instance if it waits for this type."""
     limits.check_event_type(type)
@@ -664,13 +595,6 @@ def instance_send_event(
             _make_runnable(fresh, task, TaskKind.EVENT, now)
             wake.schedule_wake()
         _system_log(fresh, "info", f"event {type!r} received", {"event_id": event.pk})
-        _audit(
-            "workflow_instance.send_event",
-            resource=_resource(fresh),
-            actor=actor,
-            request=request,
-            metadata={"type": type},
-        )
     return event
 
 

@@ -142,6 +142,11 @@ class RawEventAdmin(HealthDataAdmin):
             path("drain/", view(admin_pages.drain_view), name="ingest_rawevent_drain"),
             path("live.json", staff_json(self.list_live), name="ingest_rawevents_live"),
             path(
+                "bulk-replay/",
+                view(admin_pages.bulk_replay_view),
+                name="ingest_rawevent_bulk_replay",
+            ),
+            path(
                 "<int:raw_event_id>/replay/",
                 view(admin_pages.replay_one_view),
                 name="ingest_rawevent_replay",

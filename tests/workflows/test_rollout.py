@@ -12,7 +12,7 @@ from django.urls import reverse
 import tests.workflows.rollout_workflows  # noqa: F401 - registers roll-*
 from ops.models import AuditLog
 from tests.workflows.test_http_support import ALL_SCOPES, READ, create, new_key
-from workflows import get_workflow, rollout, services, triggers, workflow
+from workflows import actions, get_workflow, rollout, services, triggers, workflow
 from workflows.authoring import registry
 from workflows.errors import IdempotencyConflict, VersionNotFound, WorkflowDisabled
 from workflows.models import WorkflowDeployment, WorkflowInstance
@@ -100,19 +100,19 @@ def test_an_unknown_version_is_refused_in_python(db):
 
 def test_a_disabled_workflow_refuses_new_instances_and_running_ones_continue(harness):
     harness.create("roll-wait", "running")
-    rollout.do_disable_workflow(name="roll-wait", actor="alice")
+    actions.do_disable_workflow(name="roll-wait", actor="alice")
     with pytest.raises(WorkflowDisabled) as refused:
         services.instance_create(workflow_name="roll-wait", instance_id="new")
     assert (refused.value.code, refused.value.status) == ("disabled", 409)
     harness.send_event("roll-wait", "running", "go")
     assert harness.status("roll-wait", "running") == {"status": "complete", "output": "two"}
-    rollout.do_enable_workflow(name="roll-wait", actor="alice")
+    actions.do_enable_workflow(name="roll-wait", actor="alice")
     harness.create("roll-wait", "after-enable")
     assert harness.status("roll-wait", "after-enable")["status"] == "waiting"
 
 
 def test_a_disabled_workflow_refuses_canaries_batches_and_python_creates(db):
-    rollout.do_disable_workflow(name="h5-ver")
+    actions.do_disable_workflow(name="h5-ver")
     with pytest.raises(WorkflowDisabled):
         services.instance_create(workflow_name="h5-ver", version=2)
     with pytest.raises(WorkflowDisabled):
@@ -160,7 +160,7 @@ def test_the_cli_disables_and_refuses_creates(db):
 
 
 def test_a_child_of_a_disabled_workflow_is_not_started(harness):
-    rollout.do_disable_workflow(name="roll-child")
+    actions.do_disable_workflow(name="roll-child")
     harness.create("roll-parent", "p")
     output = harness.status("roll-parent", "p")["output"]
     assert "disabled" in output["child_failed"]
@@ -174,10 +174,10 @@ def test_a_disabled_workflows_schedule_fires_nothing_and_moves_on(harness):
 
     try:
         harness.run_until_idle()  # first sight: the schedule row is created
-        rollout.do_disable_workflow(name="roll-cron")
+        actions.do_disable_workflow(name="roll-cron")
         harness.advance("15 minutes")
         assert not WorkflowInstance.objects.filter(workflow_name="roll-cron").exists()
-        rollout.do_enable_workflow(name="roll-cron")
+        actions.do_enable_workflow(name="roll-cron")
         harness.advance("15 minutes")
         assert list(
             WorkflowInstance.objects.filter(workflow_name="roll-cron").values_list(

@@ -206,10 +206,6 @@ class InstanceDetailSerializer(serializers.Serializer):
 # --- actions and events ---------------------------------------------------------------------
 
 
-class EmptySerializer(serializers.Serializer):
-    """Action routes take no body (an empty JSON object is fine)."""
-
-
 class RestartSerializer(serializers.Serializer):
     from_step = StrictCharField(
         required=False,
