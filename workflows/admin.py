@@ -94,7 +94,6 @@ class WorkflowInstanceAdmin(LiveInstanceAdmin, ReadOnlyAdmin):
     list_per_page = 50
     actions = ["pause_selected", "resume_selected", "terminate_selected", "restart_selected"]
     change_form_template = "admin/workflows/instance_detail.html"
-    change_list_template = "admin/workflows/instance_change_list.html"
 
     def get_queryset(self, request):
         return (
