@@ -1,5 +1,6 @@
 """Retry lateness and recovery after a worker kill, through one real qcluster on PostgreSQL.
-No drain schedule exists in the scratch database: only the in-cluster due poller and the consumer's own batch claims can run these rows.
+No drain schedule exists in the scratch database: only the in-cluster due poller and the
+consumer's own batch claims can run these rows.
 
     .venv/bin/python bench/retries.py [--rows 40] [--db vf_bench_retries]
 

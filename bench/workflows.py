@@ -147,7 +147,7 @@ RUN_STATEMENTS = (
     "boundary between steps",
     "completion boundary",
 )
-# runner/here.py's instance_run_here: the create, the claim and the first boundary are one statement.
+# engine/here.py's instance_run_here: the create, the claim and the first boundary are one statement.
 HERE_STATEMENTS = (
     "create + claim + boundary before step 1",
     "boundary between steps",
@@ -159,7 +159,7 @@ HERE_STATEMENTS = (
 def child_vitalflow(n: int, *, per_statement: bool = False, here: bool = False) -> dict:
     """`per_statement`: also time each statement (two /proc reads each, which the runner's CPU
     would include, so the bench runs it as a separate, smaller child). `here`: each workflow is
-    created and run by instance_run_here (runner/here.py) in this process, as DBOS runs a workflow
+    created and run by instance_run_here (engine/here.py) in this process, as DBOS runs a workflow
     called directly; else instance_create (the client) and run_one (the runner)."""
     import django
 

@@ -361,6 +361,24 @@ WORKFLOWS_RETENTION = env_retention("WORKFLOWS_RETENTION")
 WORKFLOWS_LOG_RETENTION = env_duration("WORKFLOWS_LOG_RETENTION", None)
 # Instances deleted per transaction: small enough that no table is locked for long.
 WORKFLOWS_GC_BATCH_SIZE = env_int("WORKFLOWS_GC_BATCH_SIZE", 500)
+# Authoring limits, checked where a workflow calls the engine (workflows/limits.py; the table in
+# docs/workflows/engine.md). Text limits default to their column's width: raise one only with a
+# wider column, or the database refuses the value (the instance then fails with that error).
+WORKFLOWS_INSTANCE_ID_MAX = env_int("WORKFLOWS_INSTANCE_ID_MAX", 100)
+WORKFLOWS_EVENT_TYPE_MAX = env_int("WORKFLOWS_EVENT_TYPE_MAX", 100)
+WORKFLOWS_STEP_NAME_MAX = env_int("WORKFLOWS_STEP_NAME_MAX", 256)
+WORKFLOWS_LOG_CATEGORY_MAX = env_int("WORKFLOWS_LOG_CATEGORY_MAX", 64)
+WORKFLOWS_LOG_MESSAGE_MAX = env_int("WORKFLOWS_LOG_MESSAGE_MAX", 2048)
+# Params, event payloads, step results, log data and outputs, as compact JSON.
+WORKFLOWS_JSON_MAX_BYTES = env_int("WORKFLOWS_JSON_MAX_BYTES", 1024 * 1024)
+# step.do, wait_for_event and run_workflow rows of one run (sleeps are not counted).
+WORKFLOWS_STEPS_PER_RUN_MAX = env_int("WORKFLOWS_STEPS_PER_RUN_MAX", 1024)
+WORKFLOWS_SLEEP_MAX = env_duration("WORKFLOWS_SLEEP_MAX", "365 days")
+WORKFLOWS_STEP_TIMEOUT_MAX = env_duration("WORKFLOWS_STEP_TIMEOUT_MAX", "365 days")
+# retries={"delay", "max_delay"}; also where exponential backoff stops growing.
+WORKFLOWS_RETRY_DELAY_MAX = env_duration("WORKFLOWS_RETRY_DELAY_MAX", "365 days")
+WORKFLOWS_WAIT_TIMEOUT_MIN = env_duration("WORKFLOWS_WAIT_TIMEOUT_MIN", "1 second")
+WORKFLOWS_WAIT_TIMEOUT_MAX = env_duration("WORKFLOWS_WAIT_TIMEOUT_MAX", "365 days")
 # Extra authorization per operation: {"create": "pkg.mod.fn", "manage": [...], ...}; see
 # docs/workflows/http.md. Code-only (no env): a policy is a function, not a value.
 WORKFLOWS_POLICIES: dict = {}

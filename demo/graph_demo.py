@@ -77,5 +77,8 @@ def start_demo_run(*, hook_url: str, username: str = "demo") -> GraphRun:
     if existing is not None:
         return existing
     return services.run_create(
-        binding_name=BINDING, run_input={"upload_id": str(upload.pk)}, run_id=run_id
+        binding_name=BINDING,
+        run_input={"upload_id": str(upload.pk)},
+        run_id=run_id,
+        subject=upload.user,  # a run about the user's upload: their wipe deletes it
     )

@@ -8,6 +8,8 @@ import difflib
 import json
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Max
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -16,9 +18,17 @@ from django.utils.safestring import mark_safe
 
 from graphs import answers, drawing, selectors, services
 from graphs.models import GraphBinding, GraphDefinition, GraphRun
-from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
+from ops.console import (
+    ReadOnlyAdmin,
+    confirmation_page,
+    is_confirmed,
+    live_context,
+    staff_json,
+    time_range_filter,
+)
 from ops.errors import ApiError
 from ops.services import audit_log_write
+from workflows import live
 
 
 def pretty(value) -> str:
@@ -168,24 +178,61 @@ def waiting_humans(run: GraphRun) -> list[dict]:
     ]
 
 
-def token_tree(run: GraphRun) -> list[dict]:
-    """Tokens in depth-first order of the parent links, with their depth for indentation."""
-    tokens = list(selectors.current_tokens(run))
+def token_tree(run: GraphRun, tokens: list | None = None) -> list[dict]:
+    """Tokens in depth-first order of the parent links, with their depth for indentation and
+    their output / error as formatted JSON (never Python reprs)."""
+    tokens = list(selectors.current_tokens(run)) if tokens is None else tokens
     children: dict[str, list] = {}
     for t in tokens:
         children.setdefault(t.parent_path, []).append(t)
     out, stack = [], [(t, 0) for t in reversed(children.get("", []))]
     while stack:
         token, depth = stack.pop()
-        out.append({"token": token, "indent": depth * 18})
+        out.append(
+            {
+                "token": token,
+                "indent": depth * 18,
+                "output_json": None if token.output is None else pretty(token.output),
+                "error_json": None if token.error is None else pretty(token.error),
+            }
+        )
         stack.extend((c, depth + 1) for c in reversed(children.get(token.path_id, [])))
     return out
+
+
+def run_drawing(run: GraphRun, tokens: list) -> str:
+    """The definition's drawing coloured by the run's token states, its taken path in bold."""
+    nodes = run.definition.document.get("nodes", [])
+    humans = {n.get("ref") for n in nodes if n.get("action", {}).get("kind") == "human"}
+    states = drawing.node_states([(t.node_ref, t.status) for t in tokens], humans)
+    # Taken: a transition whose source finished a visit and whose target was visited (a fan-in
+    # token's parent is the fan-out's source, so parent links alone miss the join's edge).
+    finished = {t.node_ref for t in tokens if t.status in ("completed", "failed", "timed_out")}
+    visited = {t.node_ref for t in tokens if t.status != "cancelled"}
+    taken = {
+        (edge.get("from"), edge.get("to"))
+        for edge in run.definition.document.get("transitions", [])
+        if edge.get("from") in finished and edge.get("to") in visited
+    }
+    return drawing.svg(run.definition.document, states=states, taken=taken)
+
+
+def run_live(run: GraphRun) -> dict:
+    """The run page's poll: the engine instance's stamp plus the run's newest event number."""
+    state = live.instance_live(run.instance)
+    last = selectors.current_events(run).aggregate(n=Max("sequence_number"))["n"]
+    return {**state, "stamp": f"{state['stamp']}|{last}"}
 
 
 @admin.register(GraphRun)
 class GraphRunAdmin(ReadOnlyAdmin):
     list_display = ("run_id", "binding_name", "version_label", "status", "created_at")
-    list_filter = ("binding_name", "instance__status", "definition__tag_rows__name")
+    list_filter = (
+        "binding_name",
+        "instance__status",
+        "definition__tag_rows__name",
+        time_range_filter("created_at", "created (UTC)"),
+    )
     search_fields = ("=run_id",)
     ordering = ("-id",)
     show_full_result_count = False
@@ -202,6 +249,8 @@ class GraphRunAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         return [
+            path("live.json", staff_json(self.list_live_view), name="graphs_graphruns_live"),
+            path("<int:pk>/live.json", staff_json(self.live_view), name="graphs_graphrun_live"),
             path(
                 "<int:pk>/decide/",
                 self.admin_site.admin_view(self.decide_view),
@@ -214,10 +263,18 @@ class GraphRunAdmin(ReadOnlyAdmin):
         run = get_object_or_404(
             GraphRun.objects.select_related("definition", "instance"), pk=object_id
         )
+        tokens = list(selectors.current_tokens(run))
         extra = {
             "run": run,
-            "tree": token_tree(run),
-            "events": selectors.current_events(run).order_by("sequence_number")[:500],
+            "tree": token_tree(run, tokens),
+            "legend": [(style[0], style[1], style[2]) for style in drawing.STATE_STYLE.values()],
+            "live": live_context(
+                url=reverse("admin:graphs_graphrun_live", args=[run.pk]), state=run_live(run)
+            ),
+            "events": [
+                {"event": e, "data_json": None if e.data is None else pretty(e.data)}
+                for e in selectors.current_events(run).order_by("sequence_number")[:500]
+            ],
             "context_json": pretty(run.context),
             "humans": waiting_humans(run),
             # None: this user sees Approve/Reject; else why not (not an approver, four-eyes).
@@ -225,9 +282,25 @@ class GraphRunAdmin(ReadOnlyAdmin):
             "instance_url": reverse(
                 "admin:workflows_workflowinstance_change", args=[run.instance_id]
             ),
-            "drawing": mark_safe(drawing.svg(run.definition.document)),  # noqa: S308
+            "drawing": mark_safe(run_drawing(run, tokens)),  # noqa: S308 - escaped inside
         }
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    def changelist_view(self, request, extra_context=None):
+        url = reverse("admin:graphs_graphruns_live")
+        context = {"live": live_context(url=url, state=live.instances_live())}
+        return super().changelist_view(request, {**context, **(extra_context or {})})
+
+    def list_live_view(self, request):
+        # Graph runs are engine instances: the instances list's stamp covers them.
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return live.instances_live()
+
+    def live_view(self, request, pk):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return run_live(get_object_or_404(GraphRun.objects.select_related("instance"), pk=pk))
 
     def decide_view(self, request, pk):
         """Approve or reject a waiting human node: sends its event type with

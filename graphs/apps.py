@@ -14,3 +14,8 @@ class GraphsConfig(AppConfig):
 
     def ready(self):
         from graphs import actions  # noqa: F401 - the built-in action kinds
+
+        # The wipe and the export reach the runs about a user.
+        from graphs.userdata import register
+
+        register()

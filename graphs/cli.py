@@ -7,6 +7,7 @@ import sys
 import uuid
 
 from workflows import cli as wf
+from workflows.cli_bulk import add_commands as bulk_commands
 
 EXAMPLES = """examples:
   vitalflow-wf graphs list --name lab-out-of-range
@@ -64,6 +65,8 @@ def cmd_run(api, args, out) -> None:
     body = {"input": wf.parse_json_arg(args.input, "--input")}
     if args.version is not None:
         body["version"] = args.version
+    if args.subject:
+        body["subject"] = args.subject
     data = api.call(
         "POST", f"graphs/bindings/{args.binding}/runs", body=body, headers={"Idempotency-Key": key}
     )
@@ -136,6 +139,7 @@ def add_commands(groups) -> None:
     p.add_argument(
         "--version", type=int, help="a canary: run this published version, not the binding's"
     )
+    p.add_argument("--subject", help="username of the user the run is about")
     p.add_argument("--idempotency-key", help="default: a fresh random key per call")
     p = wf._sub(cmds, "runs", "graphs runs", "runs, newest first", cmd_runs)
     p.add_argument("--binding", "-b")
@@ -162,7 +166,7 @@ add_commands.group_name = "graphs"
 
 
 def main(argv=None, *, out=None, err=None) -> int:
-    return wf.main(argv, out=out, err=err, extra_groups=[add_commands])
+    return wf.main(argv, out=out, err=err, extra_groups=[bulk_commands, add_commands])
 
 
 if __name__ == "__main__":

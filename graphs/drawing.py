@@ -63,8 +63,48 @@ def _label(t: spec.Transition) -> str:
     return " ".join(parts)
 
 
-def svg(document: dict) -> str:
-    """The drawing, or a short SVG saying why the document cannot be drawn (a broken draft)."""
+# A run's drawing: each node's state from its tokens (graphs.admin), worst first when a node
+# was visited by several tokens.
+STATE_STYLE = {  # state: (fill, border, legend)
+    "failed": ("#fecaca", "#dc2626", "failed"),
+    "waiting": ("#fef08a", "#ca8a04", "waiting for a person"),
+    "running": ("#bfdbfe", "#2563eb", "running"),
+    "done": ("#bbf7d0", "#16a34a", "done"),
+    "not_reached": ("#f9fafb", "#d1d5db", "not reached"),
+}
+STATE_RANK = list(STATE_STYLE)
+
+
+def node_states(tokens, human_nodes: set[str]) -> dict[str, str]:
+    """{node ref: state} from (node_ref, status) pairs of a run's tokens. An executing token at a
+    human node waits for a person; nodes no token visited are absent (not reached)."""
+    states: dict[str, str] = {}
+    for ref, status in tokens:
+        if status in ("failed", "timed_out"):
+            state = "failed"
+        elif status == "executing" and ref in human_nodes:
+            state = "waiting"
+        elif status in ("pending", "executing", "waiting_for_siblings"):
+            state = "running"
+        elif status == "completed":
+            state = "done"
+        else:  # cancelled: its branch lost a race or the run ended first
+            state = "not_reached"
+        current = states.get(ref)
+        if current is None or STATE_RANK.index(state) < STATE_RANK.index(current):
+            states[ref] = state
+    return states
+
+
+def svg(
+    document: dict,
+    *,
+    states: dict[str, str] | None = None,
+    taken: set[tuple[str, str]] | None = None,
+) -> str:
+    """The drawing, or a short SVG saying why the document cannot be drawn (a broken draft).
+    With `states` (a run's node_states) nodes are coloured by state, unvisited ones "not
+    reached"; `taken` (source, target) edges are drawn bold: the path the run took."""
     try:
         graph = spec.parse(document)
     except Exception as exc:  # drafts may be invalid; the page still renders
@@ -84,8 +124,8 @@ def svg(document: dict) -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" '
+        'markerHeight="9" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
         'fill="#374151"/></marker></defs>',
     ]
     for t in graph.transitions:
@@ -100,8 +140,12 @@ def svg(document: dict) -> str:
             ex, ey = (x2, y2 + NODE_H / 2) if x2 > x1 else (x2 + NODE_W / 2, y2 + NODE_H)
             dash = ' stroke-dasharray="4 3"' if t.sync is not None else ""
             color = "#b91c1c" if t.on == spec.FAILURE else "#374151"
+            on_path = taken is not None and (t.source, t.target) in taken
+            width = ' stroke-width="3" class="vf-taken"' if on_path else ""
+            if taken is not None and not on_path:
+                color = "#d1d5db" if t.on != spec.FAILURE else "#fca5a5"
             out.append(
-                f'<line x1="{sx}" y1="{sy}" x2="{ex}" y2="{ey}" stroke="{color}"{dash} marker-end="url(#arrow)"/>'
+                f'<line x1="{sx}" y1="{sy}" x2="{ex}" y2="{ey}" stroke="{color}"{dash}{width} marker-end="url(#arrow)"/>'
             )
             lx, ly = (sx + ex) / 2, (sy + ey) / 2 - 4
         label = _label(t)
@@ -113,9 +157,15 @@ def svg(document: dict) -> str:
         x, y = pos[ref]
         border = "#111827" if ref == graph.initial_node else "#6b7280"
         fill = KIND_COLORS.get(node.kind, "#fff")
+        state, stroke = "", 2 if ref == graph.initial_node else 1
+        if states is not None:
+            state = states.get(ref, "not_reached")
+            fill, border, _ = STATE_STYLE[state]
+            stroke = 1 if state == "not_reached" else 2.5
         out.append(
-            f"<g><title>{escape(ref)}: {escape(node.kind)}</title>"
-            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" stroke="{border}" stroke-width="{2 if ref == graph.initial_node else 1}"/>'
+            f'<g class="vf-node" data-node="{escape(ref)}" data-state="{state}">'
+            f"<title>{escape(ref)}: {escape(node.kind)}{': ' + STATE_STYLE[state][2] if state else ''}</title>"
+            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" fill="{fill}" stroke="{border}" stroke-width="{stroke}"/>'
             f'<text x="{x + NODE_W / 2}" y="{y + 19}" text-anchor="middle" font-weight="bold">{escape(_cut(ref, 22))}</text>'
             f'<text x="{x + NODE_W / 2}" y="{y + 35}" text-anchor="middle" fill="#374151">{escape(_cut(_kind_label(node), 25))}</text></g>'
         )

@@ -5,6 +5,7 @@ tokens, per-run sequenced events, and the one accepted answer of each waiting hu
 Timestamps come from workflows.runtime (never auto_now) so the test harness controls time.
 """
 
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
@@ -135,6 +136,16 @@ class GraphRun(models.Model):
     # Who started it, as audit rows name actors ("api_key:<id>:<name>", "user:<name>", "system";
     # "" for runs older than the column): a four-eyes definition refuses their answers.
     started_by = models.CharField(max_length=200, blank=True, default="")
+    # The user the run is about (its instance's subject; a child run inherits its parent's):
+    # a wipe of that user stops and deletes it (graphs.userdata).
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,  # graph_run_subject: partial
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -143,6 +154,10 @@ class GraphRun(models.Model):
         indexes = [
             # selectors.runs_for_list: newest first, optionally per binding.
             models.Index(fields=["binding_name", "-id"], name="graph_run_binding"),
+            # graphs.userdata: a user's runs, for the wipe and the export.
+            models.Index(
+                fields=["subject"], name="graph_run_subject", condition=Q(subject__isnull=False)
+            ),
         ]
 
     def __str__(self):

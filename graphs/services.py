@@ -382,13 +382,15 @@ def run_create(
     run_input=None,
     run_id: str | None = None,
     version: int | None = None,
+    subject=None,
     actor=None,
     request=None,
 ) -> GraphRun:
     """Start a run of the binding's current version — or of `version` (a canary, beside the
     binding's pointer, which stays as it is): an engine instance of `graph-run` and its
     GraphRun row, in one transaction. A disabled binding is 409 disabled; input failing the
-    input_schema is 400 invalid_input."""
+    input_schema is 400 invalid_input. `subject`: the user the run is about (a user or their
+    pk), on the run and its instance: a wipe of that user deletes both."""
     binding = _enabled(binding_get(name=binding_name))
     definition = _version_of(binding, version)
     problems = input_problems(definition, run_input)
@@ -403,6 +405,7 @@ def run_create(
             workflow_name=GRAPH_WORKFLOW,
             instance_id=run_id,
             params=run_params(definition, run_input),
+            subject=subject,
         )
         now = runtime.now()
         run = GraphRun.objects.create(
@@ -413,6 +416,7 @@ def run_create(
             binding_name=binding.name,
             context={"input": run_input},
             started_by=actor or actor_for(request),
+            subject_id=instance.subject_id,
             created_at=now,
             updated_at=now,
         )
@@ -464,6 +468,8 @@ def run_adopt(*, instance) -> GraphRun:
             "binding_name": binding.name if binding else "",
             "context": {"input": params.get("input")},
             "started_by": parent.started_by if parent else "",
+            # The engine gave the child instance its parent's subject.
+            "subject_id": instance.subject_id,
             "created_at": now,
             "updated_at": now,
         },

@@ -54,7 +54,7 @@ def load(event) -> tuple:
         now_ms=to_ms(event.timestamp),
         # Fixed at run creation (services.run_params); runs created before it take the setting.
         max_fan_out=params.get("max_fan_out") or settings.GRAPHS_MAX_FAN_OUT,
-        max_steps=limits.STEPS_PER_RUN_MAX,
+        max_steps=limits.steps_per_run_max(),
     )
     return run, graph, state
 

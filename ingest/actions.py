@@ -7,9 +7,13 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from ingest import bulk as raw_bulk
 from ingest import connections, drain, replay, wipe
 from ingest.models import RawEvent, RawEventState, TerraConnection
 from ingest.traces import trace_write
+from ingest.workflows import terra_deauthenticate_start
+from ops import bulk
+from ops.models import AuditLog, BulkJob
 from ops.services import SYSTEM_ACTOR, actor_for, audit_log_write
 
 log = logging.getLogger(__name__)
@@ -93,6 +97,7 @@ def do_raw_events_mark_skipped(
             state=RawEventState.SKIPPED,
             processed_at=now,
             process_error=f"skipped:manual:{reason}",
+            process_traceback=None,
             next_attempt_at=None,
         )
         audit_log_write(
@@ -109,15 +114,21 @@ def do_raw_events_mark_skipped(
 
 def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, int]:
     """Delete all of `user`'s data and the user; returns what went, per source. The audit row
-    names the user by id and holds counts, never values. Once it commits, each of the user's
-    Terra connections is deauthenticated at Terra, audited with its counts."""
-    user_pk = user.pk
+    names the user by id and holds counts, never values. In the same transaction, a durable
+    `terra-deauthenticate` instance is created for the user's Terra connections
+    (ingest/workflows.py): it deauthenticates each at Terra, retrying through any outage."""
+    user_pk, username = user.pk, user.get_username()
     terra_user_ids = list(
         TerraConnection.objects.filter(user=user).values_list("terra_user_id", flat=True)
     )
     actor = actor or actor_for(request)
     with transaction.atomic():
         counts = wipe.user_wipe(user=user)
+        if terra_user_ids:
+            # A user wiping themselves: the instance must not keep their name as its actor.
+            by = f"user#{user_pk}" if actor == f"user:{username}" else actor
+            terra_deauthenticate_start(terra_user_ids=terra_user_ids, user_pk=user_pk, actor=by)
+        counts["terra_deauthentications"] = len(set(terra_user_ids))
         audit_log_write(
             action="user.wipe",
             resource=f"user:{user_pk}",
@@ -126,28 +137,7 @@ def do_user_wipe(*, user, request=None, actor: str | None = None) -> dict[str, i
             subject=user_pk,
             metadata={"counts": counts},
         )
-        transaction.on_commit(
-            lambda: _deauthenticate_wiped(terra_user_ids, user_pk, request=request, actor=actor)
-        )
     return counts
-
-
-def _deauthenticate_wiped(terra_user_ids: list[str], user_pk: int, *, request, actor) -> None:
-    """Until the workflow engine runs it as a durable workflow with retries, the deauthentication
-    runs once, here, after the wipe committed (a Terra outage leaves a `failed` count in its
-    audit row: an operator repeats it by hand)."""
-    if not terra_user_ids:
-        return
-    outcomes = connections.terra_users_deauthenticate(terra_user_ids=terra_user_ids)
-    audit_log_write(
-        action="terra_connection.deauthenticate",
-        resource=f"user:{user_pk}",
-        result="ok" if not outcomes["failed"] else f"partial:{outcomes['failed']}_failed",
-        request=request,
-        actor=actor,
-        subject=user_pk,
-        metadata=outcomes,
-    )
 
 
 def do_connection_backfill(
@@ -166,3 +156,58 @@ def do_connection_backfill(
         metadata={"days": days, "terra_user_id": connection.terra_user_id, "outcomes": outcomes},
     )
     return outcomes
+
+
+def do_raw_events_bulk_replay(
+    *, filters: dict, request=None, actor: str | None = None, inline: bool = False
+) -> BulkJob:
+    """Replay every raw event a filter matches ("every dead sleep event since 02:00") as a
+    tracked job (ops.bulk): counted and stored with its ONE audit row (the filter and the
+    counts, never a payload), completed by bulk_replay_finished when the job ends. `inline`
+    runs it here and now (commands, tests); else a cluster task runs it after commit."""
+    filters = raw_bulk.bulk_filters_clean(filters)
+    actor = actor or actor_for(request)
+    with transaction.atomic():
+        job = bulk.bulk_job_create(kind=raw_bulk.KIND, filters=filters, actor=actor)
+        row = audit_log_write(
+            action="raw_events.bulk_replay",
+            resource=f"bulk_job:{job.pk}",
+            result=job.state,
+            request=request,
+            actor=actor,
+            metadata=bulk.bulk_job_outcome(job),
+        )
+        job.audit_id = row.pk
+        job.save(update_fields=["audit_id"])
+    bulk.bulk_job_start(job, inline=inline)
+    job.refresh_from_db()
+    return job
+
+
+def _bulk_replay_chunk(ids: list[int]) -> tuple[int, int]:
+    found = replay.raw_events_replay(ids=ids)
+    return len(found), 0
+
+
+def bulk_replay_finished(job: BulkJob) -> None:
+    """Complete the job's one audit row with its counts."""
+    if job.state == BulkJob.State.FINISHED:
+        result = "ok" if not job.failed else f"partial:{job.failed}_failed"
+    else:
+        result = job.state
+    metadata = bulk.bulk_job_outcome(job)
+    if job.error:
+        metadata["error"] = job.error
+    AuditLog.objects.filter(pk=job.audit_id).update(result=result[:50], metadata=metadata)
+
+
+def register_bulk_kinds() -> None:
+    """Called from IngestConfig.ready, so a cluster can run the jobs."""
+    bulk.register(
+        bulk.BulkKind(
+            name=raw_bulk.KIND,
+            rows=raw_bulk.raw_events_matching,
+            apply=_bulk_replay_chunk,
+            finish=bulk_replay_finished,
+        )
+    )

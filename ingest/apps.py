@@ -34,6 +34,10 @@ class IngestConfig(AppConfig):
 
         work_register(CLUSTER, consumer_work_waiting_since)
 
+        from ingest.actions import register_bulk_kinds
+
+        register_bulk_kinds()  # a cluster running a bulk replay finds its kind
+
         from ingest.metrics import ingest_gauges
         from ops.metrics import scrape_register
 

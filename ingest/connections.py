@@ -220,16 +220,3 @@ def terra_user_deauthenticate(*, terra_user_id: str) -> str:
             raise TerraDeauthRetryable(str(exc)[:300]) from None
         raise
     return DEAUTHENTICATED
-
-
-def terra_users_deauthenticate(*, terra_user_ids) -> dict[str, int]:
-    """Each id once, in order; counts by outcome ("failed" included). Best effort: what fails is
-    logged (counts, never the ids) and not tried again by this function."""
-    counts = {DEAUTHENTICATED: 0, NOT_AT_TERRA: 0, "failed": 0}
-    for terra_user_id in sorted(set(terra_user_ids)):
-        try:
-            counts[terra_user_deauthenticate(terra_user_id=terra_user_id)] += 1
-        except (TerraDeauthRetryable, TerraError) as exc:
-            log.warning("deauthenticating a wiped user's Terra connection failed: %s", exc)
-            counts["failed"] += 1
-    return counts

@@ -43,6 +43,7 @@ from ingest.wiped import delivery_is_wiped, wiped_prefetched
 from ops import tracing
 from ops.liveness import progress_mark
 from ops.request_id import log_fields_reset, log_fields_set, reset_request_id, set_request_id
+from ops.tracebacks import bounded
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +277,9 @@ def _run_alone(row: RawEvent, lease_until: datetime, now: datetime) -> str:
         began = time.perf_counter()
         if decisions.is_abandoned(row.attempts):
             outcome = decisions.outcome_of_abandoned(
-                attempts=row.attempts, last_error=row.process_error
+                attempts=row.attempts,
+                last_error=row.process_error,
+                last_traceback=row.process_traceback,
             )
             state = _write_one(row, lease_until, outcome, {"error": outcome.process_error}, began)
         else:
@@ -325,6 +328,7 @@ def _failed(row, lease_until, exc: Exception, user_id, now: datetime, began: flo
         attempts=row.attempts,
         received_at=row.received_at,
         now=now,
+        traceback=bounded(exc),
     )
     data = {"error": outcome.process_error[:500]}
     if outcome.next_attempt_at is not None:
@@ -420,6 +424,7 @@ def _write(written: list[tuple[RawEvent, datetime, Outcome, list]]) -> int:
             outcome.next_attempt_at,
             row.user_id,
             decisions.progress_kept(outcome.state, row.progress),
+            outcome.traceback,
             lease_until,
         ]
         for row, lease_until, outcome, _ in written

@@ -32,6 +32,7 @@ class Outcome:
     next_attempt_at: datetime | None
     trace: str  # the outcome trace's event
     level: str  # and its level
+    traceback: str | None = None  # process_traceback: kept only while the error is the row's
 
 
 def backoff(attempts: int) -> timedelta:
@@ -79,7 +80,13 @@ def outcome_of_result(
 
 
 def outcome_of_failure(
-    *, error: str, deterministic: bool, attempts: int, received_at: datetime, now: datetime
+    *,
+    error: str,
+    deterministic: bool,
+    attempts: int,
+    received_at: datetime,
+    now: datetime,
+    traceback: str | None = None,
 ) -> Outcome:
     """A normalizer raised. A deterministic error (a value its column can never hold) parks the
     row at once, like a normalizer's "not ok": an outcome (no step towards dead), tried again on
@@ -88,13 +95,24 @@ def outcome_of_failure(
     if deterministic:
         error = f"value_out_of_range: {error}"[:ERROR_MAX_CHARS]
         again = parked_until(error, received_at=received_at, now=now)
-        return Outcome(RawEventState.PARKED, error, None, 0, again, "parked", TraceLevel.ERROR)
+        return Outcome(
+            RawEventState.PARKED, error, None, 0, again, "parked", TraceLevel.ERROR, traceback
+        )
     error = error[:ERROR_MAX_CHARS]
     if attempts >= MAX_ATTEMPTS:
-        return Outcome(RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR)
+        return Outcome(
+            RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR, traceback
+        )
     again = now + backoff(attempts)
     return Outcome(
-        RawEventState.RETRYING, error, None, attempts, again, "retry_scheduled", TraceLevel.WARNING
+        RawEventState.RETRYING,
+        error,
+        None,
+        attempts,
+        again,
+        "retry_scheduled",
+        TraceLevel.WARNING,
+        traceback,
     )
 
 
@@ -104,15 +122,19 @@ ABANDONED = (
 )
 
 
-def outcome_of_abandoned(*, attempts: int, last_error: str | None) -> Outcome:
+def outcome_of_abandoned(
+    *, attempts: int, last_error: str | None, last_traceback: str | None = None
+) -> Outcome:
     """A claim past MAX_ATTEMPTS: the claims since the last outcome ended with their worker dead.
     Running it again would kill another worker: dead. The last real error, when an attempt
     recorded one, stays the row's error; "its worker died" is said only when none did."""
     if last_error:
         error = f"{last_error[:1800]} (then its worker died or lost its lease before writing an outcome)"
     else:
-        error = ABANDONED
-    return Outcome(RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR)
+        error, last_traceback = ABANDONED, None
+    return Outcome(
+        RawEventState.DEAD, error, None, attempts, None, "dead", TraceLevel.ERROR, last_traceback
+    )
 
 
 def outcome_of_deferral(*, error: str, attempts: int, now: datetime) -> Outcome:

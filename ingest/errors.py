@@ -53,6 +53,11 @@ class InvalidFilter(IngestError):
     code = "invalid_filter"
 
 
+class BulkJobNotFound(IngestError):
+    code = "bulk_job_not_found"
+    status = 404
+
+
 class RawEventNotFound(IngestError):
     code = "raw_event_not_found"
     status = 404

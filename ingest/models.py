@@ -42,6 +42,9 @@ class RawEvent(models.Model):
     ordered_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
     process_error = models.TextField(null=True, blank=True)
+    # The last raised error's bounded traceback (ops.tracebacks): frames only, never local values
+    # (health data). Written with the outcome; cleared by any outcome that did not raise.
+    process_traceback = models.TextField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     state = models.CharField(
         max_length=16, choices=RawEventState.choices, default=RawEventState.PENDING

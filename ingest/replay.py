@@ -14,6 +14,7 @@ def reset_to_pending(ids: list[int]) -> int:
         state=RawEventState.PENDING,
         processed_at=None,
         process_error=None,
+        process_traceback=None,
         next_attempt_at=None,
         attempts=0,
         progress=0,

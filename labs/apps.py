@@ -31,3 +31,7 @@ class LabsConfig(AppConfig):
             return {TERRA_REFERENCE: [str(v) for row in rows for v in row if v]}
 
         identifiers_register(upload_references)
+
+        from labs import userdata
+
+        userdata.register()  # the wipe reaches work done for uploads before it had a subject

@@ -133,6 +133,7 @@ def lab_upload_receive(*, user, uploaded: UploadedFile) -> LabUpload:
             workflow_name=LAB_WORKFLOW,
             instance_id=row.instance_id,
             params={"upload_id": str(row.pk)},
+            subject=user,
         )
     return row
 

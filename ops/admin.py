@@ -1,12 +1,16 @@
-"""Console pages for API keys, user tokens and the audit log."""
+"""Console pages for API keys, user tokens, the audit log and bulk jobs' progress."""
+
+import json
 
 from django.contrib import admin
 from django.core.exceptions import ObjectDoesNotExist
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from ops.console import ReadOnlyAdmin, console_report
-from ops.models import ApiKey, AuditLog, UserToken
+from ops.console import ReadOnlyAdmin, console_report, time_range_filter
+from ops.models import ApiKey, AuditLog, BulkJob, UserToken
 from ops.services import actor_for, api_key_revoke
 
 
@@ -50,7 +54,13 @@ class AuditLogAdmin(ReadOnlyAdmin):
         "deduplicated",
         "request_id",
     )
-    list_filter = ("action", "result", "deduplicated", "created_at")
+    list_filter = (
+        "action",
+        "result",
+        "deduplicated",
+        "created_at",
+        time_range_filter("created_at", "time (UTC)"),
+    )
     search_fields = ("actor", "resource", "request_id", "idempotency_key", "=subject__username")
     search_help_text = (
         "actor, resource, request id, idempotency key, or the exact username of the user concerned"
@@ -79,3 +89,30 @@ class AuditLogAdmin(ReadOnlyAdmin):
             user = None
         name = user.get_username() if user is not None else "gone"
         return format_html('<a href="{}">{} (#{})</a>', url, name, obj.subject_id)
+
+
+@admin.register(BulkJob)
+class BulkJobAdmin(ReadOnlyAdmin):
+    """Jobs started from a list's "… every row matching" page (ops.bulk_pages); one job's page
+    is its progress, reloading itself while it runs."""
+
+    list_display = ("id", "kind", "state", "progress", "failed", "actor", "created_at")
+    list_filter = ("state", "kind")
+    ordering = ("-id",)
+
+    @admin.display(description="progress")
+    def progress(self, obj):
+        return f"{obj.handled}/{obj.total}"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = get_object_or_404(BulkJob, pk=object_id)
+        live = job.state in (BulkJob.State.QUEUED, BulkJob.State.RUNNING)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Bulk job {job.pk}",
+            "job": job,
+            "live": live,
+            "filter_json": json.dumps(job.filter, sort_keys=True),
+        }
+        return TemplateResponse(request, "admin/ops/bulkjob_progress.html", context)

@@ -40,6 +40,10 @@ class OpsConfig(AppConfig):
         from ops.schedules import Spec, schedule_register
 
         schedule_register(Spec("ops-cleanup", "ops.tasks.cleanup", Schedule.DAILY, at=time(3, 45)))
+        # Bulk jobs whose worker died or whose task was lost get a new task (ops.bulk).
+        schedule_register(
+            Spec("ops-bulk-jobs", "ops.bulk.bulk_jobs_resume", Schedule.MINUTES, minutes=5)
+        )
         _register_user_data()
 
 
@@ -61,6 +65,8 @@ def _register_user_data() -> None:
     )
     # Operator history keeps its rows through a wipe, with the user's identifiers replaced.
     mentions_register("ops.AuditLog", ("actor", "resource", "metadata"))
+    # A bulk job's filter may name a Terra user or a label value; its actor, an operator.
+    mentions_register("ops.BulkJob", ("actor", "filter"))
     mentions_register("admin.LogEntry", ("object_id", "object_repr", "change_message"))
     mentions_register("axes.AccessAttempt", ("username", "get_data", "post_data"))
     mentions_register("axes.AccessFailureLog", ("username",))

@@ -164,3 +164,120 @@ def console_report(
             action_flag=CHANGE,
             change_message=text,
         )
+
+
+def staff_json(view):
+    """A console JSON endpoint (the pages' live refresh): staff sessions only, and every refusal
+    or missing row is `{"code", "message"}` JSON, never a login redirect or an HTML 404 page."""
+    from functools import wraps
+
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404, JsonResponse
+
+    from ops.errors import ErrorCode, error_body
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            body = error_body(ErrorCode.AUTHENTICATION_REQUIRED, "log in to the console first")
+            return JsonResponse(body, status=401)
+        if not (user.is_active and user.is_staff):
+            body = error_body(ErrorCode.PERMISSION_DENIED, "console pages are for staff")
+            return JsonResponse(body, status=403)
+        if request.method != "GET":
+            body = error_body(ErrorCode.METHOD_NOT_ALLOWED, "live endpoints answer GET only")
+            return JsonResponse(body, status=405)
+        try:
+            return JsonResponse(view(request, *args, **kwargs))
+        except PermissionDenied:
+            body = error_body(ErrorCode.PERMISSION_DENIED, "no view permission on these rows")
+            return JsonResponse(body, status=403)
+        except Http404:
+            return JsonResponse(error_body(ErrorCode.NOT_FOUND, "no such row"), status=404)
+
+    return wrapped
+
+
+class TimeRangeFilter(admin.ListFilter):
+    """?since=…&until=… on a list (ISO 8601; a time without an offset is UTC, as the console
+    shows times): rows whose `field` lies in the range, both ends optional. Subclass with
+    `field`. A value that is not a time is refused the admin's way (the list with ?e=1)."""
+
+    title = "time range"
+    field = "created_at"
+    template = "admin/ops/time_range_filter.html"
+    SINCE, UNTIL = "since", "until"
+
+    def __init__(self, request, params, model, model_admin):
+        super().__init__(request, params, model, model_admin)
+        self.values = {}
+        for name in (self.SINCE, self.UNTIL):
+            if name in params:
+                value = params.pop(name)
+                value = value[-1] if isinstance(value, list) else value
+                if value:
+                    self.values[name] = value
+        self.request = request
+
+    def has_output(self):
+        return True
+
+    def expected_parameters(self):
+        return [self.SINCE, self.UNTIL]
+
+    def queryset(self, request, queryset):
+        from django.contrib.admin.options import IncorrectLookupParameters
+
+        try:
+            bounds = {name: parse_instant(value) for name, value in self.values.items()}
+        except ValueError as exc:
+            raise IncorrectLookupParameters(str(exc)) from exc
+        if self.SINCE in bounds:
+            queryset = queryset.filter(**{f"{self.field}__gte": bounds[self.SINCE]})
+        if self.UNTIL in bounds:
+            queryset = queryset.filter(**{f"{self.field}__lt": bounds[self.UNTIL]})
+        return queryset
+
+    def choices(self, changelist):
+        # One "choice": the form's current values and the other parameters it must keep.
+        keep = [
+            (key, value)
+            for key, values in self.request.GET.lists()
+            for value in values
+            if key not in (self.SINCE, self.UNTIL, "p")
+        ]
+        yield {
+            "since": self.values.get(self.SINCE, ""),
+            "until": self.values.get(self.UNTIL, ""),
+            "keep": keep,
+            "field": self.field,
+            "clear_url": changelist.get_query_string(remove=[self.SINCE, self.UNTIL]),
+            "active": bool(self.values),
+        }
+
+
+def parse_instant(text: str):
+    """An aware datetime from ISO 8601 ("2026-11-27T02:00", "…Z", "…+01:00"); naive is UTC."""
+    from datetime import UTC, datetime
+
+    value = datetime.fromisoformat(text.strip().replace(" ", "T"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def time_range_filter(field: str, title: str = "time range") -> type[TimeRangeFilter]:
+    """A TimeRangeFilter over `field`, for a ModelAdmin's list_filter."""
+    return type(f"TimeRange_{field}", (TimeRangeFilter,), {"field": field, "title": title})
+
+
+def live_context(*, url: str, state: dict) -> dict:
+    """The `live` context of admin/ops/live.html: where the page polls, its stamp at render
+    time, whether anything is in flight, and the poll interval (CONSOLE_LIVE_INTERVAL_MS)."""
+    from django.conf import settings
+
+    return {
+        "url": url,
+        "stamp": state["stamp"],
+        "in_flight": state["in_flight"],
+        "interval": int(getattr(settings, "CONSOLE_LIVE_INTERVAL_MS", 3000)),
+    }

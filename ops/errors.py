@@ -36,6 +36,8 @@ class ErrorCode:
     PDF_ENCRYPTED = "pdf_encrypted"
     PDF_UNCHECKABLE = "pdf_uncheckable"
     FILE_MALFORMED = "file_malformed"
+    # A create naming as its subject a user who does not exist (ops.userdata.subject_user).
+    UNKNOWN_SUBJECT = "unknown_subject"
 
 
 class ApiError(Exception):

@@ -182,3 +182,54 @@ class OutboundPacer(models.Model):
 
     def __str__(self):
         return f"{self.name}: {self.next_at}"
+
+
+class BulkJob(models.Model):
+    """One operator action over every row a filter matches (replay every dead sleep event since
+    02:00; restart every errored lab-report of the last hour), run in chunks by ops.bulk with
+    its progress stored here, so a page shows done/total while it runs. Its one audit row
+    (audit_id) is written when it is asked for and completed with the counts when it ends."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"  # the run itself broke (the error says how); rows done so far stay done
+
+    kind = models.CharField(max_length=100, help_text="e.g. raw_events.replay")
+    filter = models.JSONField(default=dict, blank=True, help_text="the filter that chose the rows")
+    total = models.PositiveIntegerField(default=0, help_text="rows the filter matched when asked")
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    actor = models.CharField(max_length=200)
+    # Rows are walked in id order up to the largest id matched when asked (rows that arrive
+    # later are not part of the job); cursor is the last id handled, so a run that stopped
+    # goes on after it.
+    high_water = models.BigIntegerField(default=0)
+    cursor = models.BigIntegerField(default=0)
+    audit_id = models.BigIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    # When a run last claimed it or stored a chunk: a running job whose time is long past lost
+    # its process, and the next delivery of its task takes it over (ops.bulk).
+    progress_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "bulk_jobs"
+        ordering = ["-id"]
+        constraints = [
+            # ops.bulk's claim (queued → running) and finish compare-and-set on these states.
+            models.CheckConstraint(
+                condition=models.Q(state__in=["queued", "running", "finished", "failed"]),
+                name="bulk_job_state_valid",
+            ),
+        ]
+
+    def __str__(self):
+        return f"bulk job {self.pk} {self.kind} {self.done + self.failed}/{self.total}"
+
+    @property
+    def handled(self) -> int:
+        return self.done + self.failed

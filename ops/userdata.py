@@ -97,6 +97,22 @@ def subject_of(user) -> Subject:
     return Subject(user=user, pk=user.pk, identifiers={k: frozenset(v) for k, v in found.items()})
 
 
+def subject_user(username: str | None):
+    """The user an API or command `subject` (a username) names, None for none; an unknown name
+    is 400 unknown_subject."""
+    from django.contrib.auth import get_user_model
+
+    from ops.errors import ApiError, ErrorCode
+
+    if username is None or username == "":
+        return None
+    model = get_user_model()
+    found = model.objects.filter(**{model.USERNAME_FIELD: username}).first()
+    if found is None:
+        raise ApiError(400, ErrorCode.UNKNOWN_SUBJECT, f"no user {username!r} to be the subject")
+    return found
+
+
 def stopper_register(name: str, stop: Callable[[Subject], int]) -> None:
     """`stop(subject)` → how many live things of the user it stopped; a wipe calls it first, in
     its transaction, before any row is deleted (a workflow engine terminates the user's

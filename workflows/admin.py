@@ -1,12 +1,13 @@
 """The workflows console (Procrastinate-style): read-only lists, status first; an instance page
 with a timeline; pause/resume/terminate/restart on eligible rows only (confirmation before
-terminate/restart); a send-event form; and a per-workflow overview with "activate version".
+terminate/restart), retry now, skip wait and rerun from a step; bulk actions by filter; a
+send-event form; and a per-workflow overview with "activate version".
 
-Every action goes through workflows.http.operations, which calls the engine and writes the
-audit row, exactly as the HTTP API does."""
+Which actions an instance offers comes from workflows.decisions; every action goes through
+workflows.actions, which calls the engine and writes the audit row, as the HTTP API does.
+Filters live in workflows.admin_filters, the recovery pages in workflows.admin_pages."""
 
 import json
-from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, Subquery
@@ -17,31 +18,24 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from ops import strict_json
-from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed
+from ops.console import ReadOnlyAdmin, confirmation_page, is_confirmed, time_range_filter
 from ops.errors import ApiError
-from workflows import labels, runtime, selectors
+from workflows import actions, admin_pages, decisions, runtime, selectors
+from workflows.admin_filters import AgeFilter, LabelFilter, VersionFilter, WorkflowFilter
+from workflows.admin_live import LiveInstanceAdmin
 from workflows.authoring import registry
-from workflows.errors import WorkflowError
-from workflows.http import operations
 from workflows.http.permissions import policy_check
 from workflows.http.timeline import duration_text, timeline
 from workflows.models import (
     TERMINAL_STATUSES,
     WorkflowDeployment,
     WorkflowInstance,
-    WorkflowInstanceLabel,
     WorkflowStep,
 )
 from workflows.selectors import instance_code_changed
 
-# Which statuses each action may touch; others are skipped and counted, never sent.
-ELIGIBLE = {
-    "pause": ("active", "waiting"),
-    "resume": ("paused",),
-    "terminate": ("active", "waiting", "paused"),
-    "restart": ("active", "waiting", "paused", "errored", "terminated", "complete"),
-}
 CONFIRM = ("terminate", "restart")
+BULK_LINKS = ("restart", "terminate", "pause", "resume")
 STATUS_COLORS = {
     "active": "#2563eb",
     "waiting": "#7c3aed",
@@ -74,100 +68,27 @@ def _latest_step(field: str):
     return Subquery(steps.values(field)[:1])
 
 
-INSTANCE_COLUMNS = ("workflow", "instance", "status now", "run")
-
-
-class AgeFilter(admin.SimpleListFilter):
-    title = "age"
-    parameter_name = "age"
-    WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
-
-    def lookups(self, request, model_admin):
-        return [
-            ("1h", "last hour"),
-            ("24h", "last 24 hours"),
-            ("7d", "last 7 days"),
-            ("old", "older"),
-        ]
-
-    def queryset(self, request, queryset):
-        # The engine's clock wrote created_at, so age is measured on it too.
-        value, now = self.value(), runtime.now()
-        if value in self.WINDOWS:
-            return queryset.filter(created_at__gte=now - self.WINDOWS[value])
-        if value == "old":
-            return queryset.filter(created_at__lt=now - self.WINDOWS["7d"])
-        return queryset
-
-
-class WorkflowFilter(admin.SimpleListFilter):
-    """Names from the registry and the pointers, not SELECT DISTINCT over every instance."""
-
-    title = "workflow"
-    parameter_name = "workflow_name"
-
-    def lookups(self, request, model_admin):
-        stored = WorkflowDeployment.objects.values_list("workflow_name", flat=True)
-        return [(name, name) for name in sorted(set(registry.names()) | set(stored))]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(workflow_name=self.value()) if self.value() else queryset
-
-
-class VersionFilter(admin.SimpleListFilter):
-    title = "version"
-    parameter_name = "version"
-
-    def lookups(self, request, model_admin):
-        name = request.GET.get("workflow_name")
-        versions = (
-            registry.versions(name)
-            if name
-            else {v for n in registry.names() for v in registry.versions(n)}
-        )
-        return [(str(v), f"v{v}") for v in sorted(versions)]
-
-    def queryset(self, request, queryset):
-        if self.value() and self.value().isdigit():
-            return queryset.filter(version=int(self.value()))
-        return queryset
-
-
-class LabelFilter(admin.SimpleListFilter):
-    """?label=user:alice, repeatable (all must match), like the API's list filter."""
-
-    title = "label"
-    parameter_name = "label"
-
-    def lookups(self, request, model_admin):
-        pairs = WorkflowInstanceLabel.objects.values_list("key", "value").distinct().order_by()[:20]
-        return [(f"{k}:{v}", f"{k}: {v}") for k, v in sorted(pairs)]
-
-    def queryset(self, request, queryset):
-        wanted = request.GET.getlist(self.parameter_name)
-        if not wanted:
-            return queryset
-        try:
-            return selectors.with_labels(queryset, labels.parse_filters(wanted))
-        except WorkflowError:
-            return queryset.none()
-
-
 @admin.register(WorkflowInstance)
-class WorkflowInstanceAdmin(ReadOnlyAdmin):
+class WorkflowInstanceAdmin(LiveInstanceAdmin, ReadOnlyAdmin):
     list_display = (
         "status_badge",
         "workflow_name",
         "instance_id",
         "version_label",
-        "run_number",
         "current_step",
         "last_error",
-        "started_at",
+        "started",
         "duration",
     )
     list_display_links = ("instance_id",)
-    list_filter = ("status", WorkflowFilter, VersionFilter, AgeFilter, LabelFilter)
+    list_filter = (
+        "status",
+        WorkflowFilter,
+        VersionFilter,
+        AgeFilter,
+        LabelFilter,
+        time_range_filter("created_at", "created (UTC)"),
+    )
     search_fields = ("=instance_id", "instance_id__startswith")
     ordering = ("-id",)
     list_per_page = 50
@@ -220,26 +141,30 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             '<b style="color:{}">{}</b>', STATUS_COLORS.get(obj.status, "inherit"), obj.status
         )
 
-    @admin.display(description="version", ordering="version")
+    @admin.display(description="version · run", ordering="version")
     def version_label(self, obj):
         if registry.get(obj.workflow_name, obj.version) is None:
-            return format_html('v{} <b style="color:#dc2626">version_missing</b>', obj.version)
-        return f"v{obj.version}"
+            return format_html(
+                'v{} <b style="color:#dc2626">version_missing</b> · run {}',
+                obj.version,
+                obj.run_number,
+            )
+        return f"v{obj.version} · run {obj.run_number}"
 
     # --- bulk actions -----------------------------------------------------------------------
 
     def _bulk(self, request, queryset, action: str):
-        eligible = list(queryset.filter(status__in=ELIGIBLE[action]))
+        eligible = list(queryset.filter(status__in=decisions.eligible_statuses(action)))
         skipped = queryset.count() - len(eligible)
         if action in CONFIRM and not is_confirmed(request):
-            return _confirm_instances(
+            return admin_pages.confirm_instances(
                 request, action, eligible, skipped=skipped, bulk_action=f"{action}_selected"
             )
         done, failed = [], []
         for instance in eligible:
             try:
                 _policy(request, "manage", instance)
-                operations.instance_action(instance=instance, action=action, request=request)
+                actions.do_instance_action(instance=instance, action=action, request=request)
                 done.append(instance)
             except ApiError as exc:
                 failed.append(f"{instance.instance_id}: {exc.code}")
@@ -286,8 +211,27 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
                 self.admin_site.admin_view(self.send_event_view),
                 name="workflows_instance_send_event",
             ),
+            path(
+                "<int:pk>/rerun/",
+                self.admin_site.admin_view(admin_pages.rerun_view),
+                name="workflows_instance_rerun",
+            ),
+            path(
+                "bulk/<str:action>/",
+                self.admin_site.admin_view(admin_pages.bulk_view),
+                name="workflows_instance_bulk",
+            ),
         ]
         return custom + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        # "… every instance matching" links carry the list's current filters.
+        query = request.GET.urlencode()
+        links = [
+            (action, reverse("admin:workflows_instance_bulk", args=[action]) + f"?{query}")
+            for action in BULK_LINKS
+        ]
+        return super().changelist_view(request, {"bulk_links": links, **(extra_context or {})})
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         instance = get_object_or_404(WorkflowInstance, pk=object_id)
@@ -302,7 +246,8 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             "error_json": pretty(instance.error) if instance.error else None,
             "version_missing": registry.get(instance.workflow_name, instance.version) is None,
             "code_changed": instance_code_changed(instance),
-            "eligible": [a for a, ok in ELIGIBLE.items() if instance.status in ok],
+            "eligible": decisions.eligible_actions(instance.status),
+            **_recovery_context(instance),
             "can_send_event": instance.status not in TERMINAL_STATUSES,
             "status_color": STATUS_COLORS.get(instance.status),
             "family": selectors.instance_family(instance),
@@ -320,11 +265,13 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
 
     def single_action_view(self, request, pk: int, action: str):
         instance = get_object_or_404(WorkflowInstance, pk=pk)
-        if action not in ELIGIBLE:
+        if action not in actions.INSTANCE_ACTIONS:
             self.message_user(request, f"Unknown action {action!r}.", messages.ERROR)
             return self._back(instance)
         if request.method != "POST" or (action in CONFIRM and not is_confirmed(request)):
-            return _confirm_instances(
+            if action not in admin_pages.CONFIRM_TEXT:  # retry now, skip wait: POST only
+                return self._back(instance)
+            return admin_pages.confirm_instances(
                 request,
                 action,
                 [instance],
@@ -333,16 +280,18 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             )
         try:
             _policy(request, "manage", instance)
-            operations.instance_action(instance=instance, action=action, request=request)
+            actions.do_instance_action(instance=instance, action=action, request=request)
             instance.refresh_from_db()
             self.report(
                 request,
-                f"{action.capitalize()}: 1 instance, now {instance.status}.",
+                f"{action.replace('_', ' ').capitalize()}: 1 instance, now {instance.status}.",
                 objects=[instance],
             )
         except ApiError as exc:
             self.message_user(
-                request, f"{action} refused: {exc.code}: {exc.message}", messages.ERROR
+                request,
+                f"{action.replace('_', ' ')} refused: {exc.code}: {exc.message}",
+                messages.ERROR,
             )
         return self._back(instance)
 
@@ -355,7 +304,7 @@ class WorkflowInstanceAdmin(ReadOnlyAdmin):
             try:
                 payload = strict_json.loads(payload_text) if payload_text else None
                 _policy(request, "events", instance)
-                operations.event_send(
+                actions.do_send_event(
                     instance=instance, event_type=event_type, payload=payload, request=request
                 )
             except strict_json.InvalidJson as exc:
@@ -398,6 +347,11 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
                 self.admin_site.admin_view(self.activate_view),
                 name="workflows_activate_version",
             ),
+            path(
+                "switch/<str:switch>/<str:name>/",
+                self.admin_site.admin_view(self.switch_view),
+                name="workflows_switch",
+            ),
         ] + super().get_urls()
 
     def changelist_view(self, request, extra_context=None):
@@ -410,6 +364,9 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
         ):
             counts.setdefault((row["workflow_name"], row["version"]), {})[row["status"]] = row["n"]
         active = dict(WorkflowDeployment.objects.values_list("workflow_name", "active_version"))
+        disabled = set(
+            WorkflowDeployment.objects.filter(disabled=True).values_list("workflow_name", flat=True)
+        )
         names = sorted(set(registry.names()) | {name for name, _ in counts} | set(active))
         load = selectors.workflow_load()
         workflows = []
@@ -421,6 +378,7 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
                 {
                     "name": name,
                     "active_version": active.get(name),
+                    "disabled": name in disabled,
                     "load": load.get(name, idle),
                     "concurrency": definition.concurrency if definition else None,
                     "concurrency_key": definition.concurrency_key if definition else None,
@@ -450,6 +408,37 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
         }
         return TemplateResponse(request, self.change_list_template, context)
 
+    def switch_view(self, request, name: str, switch: str):
+        """Disable (refuse new instances) or enable a workflow: workflows.rollout."""
+        back = HttpResponseRedirect(reverse("admin:workflows_workflowdeployment_changelist"))
+        if switch not in ("disable", "enable"):
+            return back
+        if not is_confirmed(request):
+            return confirmation_page(
+                request,
+                model=WorkflowDeployment,
+                title=f"{switch.capitalize()} {name}?",
+                explanation=f"New instances of {name} will be "
+                + ("refused (409 disabled)" if switch == "disable" else "accepted again")
+                + "; instances already running go on.",
+                submit=f"Yes, {switch} {name}",
+            )
+        try:
+            policy_check(request, operation="manage", workflow_name=name)
+            action = (
+                actions.do_disable_workflow if switch == "disable" else actions.do_enable_workflow
+            )
+            action(name=name, request=request)
+            outcome = "refused" if switch == "disable" else "accepted"
+            self.message_user(
+                request, f"{switch.capitalize()}d {name}: new instances are {outcome}."
+            )
+        except ApiError as exc:
+            self.message_user(
+                request, f"{switch} refused: {exc.code}: {exc.message}", messages.ERROR
+            )
+        return back
+
     def activate_view(self, request, name: str, version: int):
         back = HttpResponseRedirect(reverse("admin:workflows_workflowdeployment_changelist"))
         if not is_confirmed(request):
@@ -465,7 +454,7 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
             )
         try:
             policy_check(request, operation="manage", workflow_name=name)
-            operations.version_activate(workflow_name=name, version=version, request=request)
+            actions.do_activate_version(workflow_name=name, version=version, request=request)
             self.report(
                 request,
                 f"Activated {name} v{version}: new instances run it.",
@@ -478,29 +467,17 @@ class WorkflowOverviewAdmin(ReadOnlyAdmin):
         return back
 
 
-CONFIRM_TEXT = {
-    "pause": "Paused instances keep their state and run again when resumed.",
-    "resume": "Resumed instances continue where they stopped.",
-    "terminate": "Terminated instances never run again (restart starts a new run).",
-    "restart": (
-        "Restart starts a new run from the first step; earlier runs stay in the history. "
-        "Steps run again, so they must be idempotent."
-    ),
-}
-
-
-def _confirm_instances(
-    request, action: str, instances, *, skipped: int, bulk_action=None, title=None
-):
-    return confirmation_page(
-        request,
-        model=WorkflowInstance,
-        title=title or f"{action.capitalize()} {len(instances)} instance(s)?",
-        explanation=CONFIRM_TEXT[action],
-        columns=INSTANCE_COLUMNS,
-        rows=[(i.workflow_name, i.instance_id, i.status, i.run_number) for i in instances],
-        ignored=skipped,
-        submit=f"Yes, {action}",
-        action=bulk_action,
-        enabled=bool(instances),
+def _recovery_context(instance) -> dict:
+    """The instance page's recovery panel: retry now / skip wait when they apply, and the
+    current run's steps for "rerun from a step" (in the order the run reached them)."""
+    steps = list(
+        WorkflowStep.objects.filter(instance=instance, run_number=instance.run_number)
+        .order_by("id")
+        .values_list("name", "type", "status")
     )
+    states = [decisions.StepState(name=n, type=t, status=s) for n, t, s in steps]
+    return {
+        "can_retry_now": decisions.retry_now_applies(instance.status, states),
+        "can_skip_wait": decisions.skip_wait_applies(instance.status, states),
+        "rerun_steps": [name for name, _, _ in steps],
+    }

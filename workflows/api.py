@@ -54,11 +54,15 @@ class WorkflowHandle:
         idempotency_key: str | None = None,
         priority: int = DEFAULT_PRIORITY,
         labels: dict | None = None,
+        version: int | None = None,
+        subject=None,
     ) -> InstanceHandle:
         """Pass `idempotency_key` when the call may be retried: a repeat returns the instance
         the first call created. Without one a key is generated, so every call creates.
         `priority` 0-9 (default 5): among new runs waiting for a runner, higher goes first.
-        `labels` {"user": "alice"} (≤ 10) tag the instance for list filters."""
+        `labels` {"user": "alice"} (≤ 10) tag the instance for list filters. `version` runs
+        that registered version instead of the active one (a canary). `subject`: the user the
+        work is for (a user or their pk): wiping them deletes it."""
         instance_id = services.instance_create_once(
             workflow_name=self.name,
             idempotency_key=idempotency_key or uuid.uuid4().hex,
@@ -66,6 +70,8 @@ class WorkflowHandle:
             params=params,
             priority=priority,
             labels=labels,
+            version=version,
+            subject=subject,
         )
         return InstanceHandle(self.name, instance_id)
 

@@ -1,4 +1,5 @@
-"""App config: imports workflow definitions once Django is ready."""
+"""App config: imports workflow definitions once Django is ready; registers gauges, schedules and
+the bulk action kinds."""
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -29,3 +30,10 @@ class WorkflowsConfig(AppConfig):
             Spec("workflows-sweep", "workflows.tasks.sweep", Schedule.MINUTES, minutes=1)
         )
         schedule_register(Spec("workflows-gc", "workflows.tasks.gc", Schedule.DAILY, at=time(4, 0)))
+
+        from workflows import userdata
+
+        userdata.register()  # the wipe and the export reach the instances done for a user
+        from workflows.bulk import register_kinds
+
+        register_kinds()  # a cluster running a bulk job finds its kind

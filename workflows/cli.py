@@ -56,7 +56,7 @@ EXAMPLES = {
   vitalflow-wf instances send-event --workflow lab-report --id upload-42 --type lab_report \\
       --payload '{"results": []}'""",
 }
-for _action in ("pause", "resume", "restart", "terminate"):
+for _action in ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait"):
     EXAMPLES[f"instances {_action}"] = (
         f"examples:\n  vitalflow-wf instances {_action} --workflow lab-report --id upload-42"
     )
@@ -309,6 +309,10 @@ def cmd_instances_create(api: Api, args, out) -> None:
         body["params"] = parse_json_arg(args.params, "--params")
     if args.label:
         body["labels"] = parse_labels(args.label)
+    if args.version is not None:
+        body["version"] = args.version
+    if args.subject:
+        body["subject"] = args.subject
     # A fresh key per call: a network retry inside httpx can't create a second instance, and
     # re-running the command with --idempotency-key K is safe.
     key = args.idempotency_key or uuid.uuid4().hex
@@ -434,9 +438,12 @@ def build_parser(extra_groups=()) -> argparse.ArgumentParser:
     p.add_argument("--params", "-p", help="JSON params, e.g. '{\"a\": 1}'")
     p.add_argument("--idempotency-key", help="default: a fresh random key per call")
     p.add_argument("--label", "-l", action="append", help="key:value (repeatable, ≤ 10)")
+    p.add_argument("--version", type=int, help="run this version, not the active one (canary)")
+    p.add_argument("--subject", help="username of the user the work is for")
 
-    for action in ("pause", "resume", "restart", "terminate"):
-        p = _sub(cmds, action, f"instances {action}", f"{action} an instance")
+    helps = {"retry-now": "run the step waiting in backoff now", "skip-wait": "end a sleep now"}
+    for action in ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait"):
+        p = _sub(cmds, action, f"instances {action}", helps.get(action, f"{action} an instance"))
         p.set_defaults(func=cmd_instances_action, action=action)
         _instance_args(p)
         if action == "restart":

@@ -8,16 +8,20 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from workflows import durations
+import psycopg
+from django.db import DataError
+
+from workflows import limits
 from workflows.errors import InstanceTerminal, InvalidStep
-from workflows.models import TERMINAL_STATUSES, Status, StepStatus
+from workflows.models import TERMINAL_STATUSES, Status, StepStatus, StepType
 
 DEFAULT_RETRY_LIMIT = 5
 DEFAULT_RETRY_DELAY_MS = 10_000
 DEFAULT_TIMEOUT_MS = 10 * 60 * 1000
 BACKOFFS = ("constant", "linear", "exponential")
-# Unbounded exponential backoff with an infinite limit would overflow dates; a year is plenty.
-RETRY_DELAY_CAP_MS = 365 * 86_400_000
+# Unbounded exponential backoff with an infinite limit would overflow dates; a year is plenty
+# (the default of WORKFLOWS_RETRY_DELAY_MAX, which retry_policy reads into RetryPolicy.cap_ms).
+RETRY_DELAY_CAP_MS = limits.RETRY_DELAY_MAX_MS
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class RetryPolicy:
     delay_ms: int = DEFAULT_RETRY_DELAY_MS
     backoff: str = "exponential"
     max_delay_ms: int | None = None
+    cap_ms: int = RETRY_DELAY_CAP_MS
 
     @property
     def max_attempts(self) -> float:
@@ -35,7 +40,7 @@ class RetryPolicy:
 def retry_policy(raw: dict | None) -> RetryPolicy:
     """Validate the `retries=` option of step.do; unknown keys are mistakes, not ignored."""
     if raw is None:
-        return RetryPolicy()
+        return RetryPolicy(cap_ms=limits.retry_delay_cap_ms())
     if not isinstance(raw, dict):
         raise InvalidStep(f"retries must be a dict, got {type(raw).__name__}")
     unknown = set(raw) - {"limit", "delay", "backoff", "max_delay"}
@@ -52,9 +57,12 @@ def retry_policy(raw: dict | None) -> RetryPolicy:
     max_delay = raw.get("max_delay")
     return RetryPolicy(
         limit=limit,
-        delay_ms=durations.to_ms(raw.get("delay", DEFAULT_RETRY_DELAY_MS)),
+        delay_ms=limits.retry_delay_ms(raw.get("delay", DEFAULT_RETRY_DELAY_MS), option="delay"),
         backoff=backoff,
-        max_delay_ms=None if max_delay is None else durations.to_ms(max_delay),
+        max_delay_ms=None
+        if max_delay is None
+        else limits.retry_delay_ms(max_delay, option="max_delay"),
+        cap_ms=limits.retry_delay_cap_ms(),
     )
 
 
@@ -68,7 +76,7 @@ def retry_delay_ms(policy: RetryPolicy, attempt: int) -> int:
         delay = policy.delay_ms * 2 ** min(attempt - 1, 60)
     if policy.max_delay_ms is not None:
         delay = min(delay, policy.max_delay_ms)
-    return min(delay, RETRY_DELAY_CAP_MS)
+    return min(delay, policy.cap_ms)
 
 
 @dataclass(frozen=True)
@@ -153,15 +161,13 @@ def sleep_due(wake_at: datetime, now: datetime) -> bool:
     return wake_at <= now
 
 
-WAIT_TIMEOUT_MIN_MS = 1000
-WAIT_TIMEOUT_MAX_MS = 365 * 86_400_000
+WAIT_TIMEOUT_MIN_MS = limits.WAIT_TIMEOUT_MIN_MS
+WAIT_TIMEOUT_MAX_MS = limits.WAIT_TIMEOUT_MAX_MS
 
 
 def wait_timeout_ms(raw) -> int:
-    ms = durations.to_ms(raw)
-    if not WAIT_TIMEOUT_MIN_MS <= ms <= WAIT_TIMEOUT_MAX_MS:
-        raise InvalidStep(f"wait_for_event timeout must be 1 second … 365 days, got {raw!r}")
-    return ms
+    """1 second … 365 days by default (WORKFLOWS_WAIT_TIMEOUT_MIN / _MAX)."""
+    return limits.wait_timeout_ms(raw)
 
 
 # What a runner may write at a step boundary, given the instance's status when it checks.
@@ -284,3 +290,113 @@ def replay_divergence(recorded: Sequence[str], asked: Container[str], requested:
         if name not in asked and location_scope(name) == scope:
             return name
     return None
+
+
+# -- values the database refuses -----------------------------------------------------------------
+
+# SQLSTATE class 22, "data exception": a value too long for its column (22001), out of range
+# (22003), a NUL in JSON text (22P05)... The statement is at fault, not the connection: it would be
+# refused again on every claim, so it is no crash to retry (docs/workflows/faults.md).
+DATA_EXCEPTION_CLASS = "22"
+
+
+def refused_value(exc: BaseException) -> dict | None:
+    """The instance error for a step-boundary write the database refused for its values, or None
+    when `exc` is anything else (a lost connection is a storage fault, an IntegrityError from a
+    step's own write a step error). Looks through the causes: Django wraps the driver's error.
+    psycopg refuses a NUL in text itself, as a DataError with no SQLSTATE."""
+    seen, error = exc, None
+    while seen is not None:
+        sqlstate = getattr(seen, "sqlstate", None)
+        if isinstance(seen, DataError | psycopg.DataError) or (
+            isinstance(sqlstate, str) and sqlstate.startswith(DATA_EXCEPTION_CLASS)
+        ):
+            error = seen  # keep going: the innermost says most (StringDataRightTruncation)
+        seen = seen.__cause__
+    if error is None:
+        return None
+    # The first line only: PostgreSQL's CONTEXT lines may quote the refused value.
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return {
+        "name": type(error).__name__,
+        "message": (
+            f"the database refused a value this run wrote at a step boundary: {reason}; it "
+            "would be refused on every retry, so the instance failed at once"
+        )[:2048],
+    }
+
+
+def refused_boundary_steps(staged, error: dict, now: datetime, *, strict: bool, mutated: bool):
+    """The steps of a refused boundary as the instance's failure stores them. A step.do step
+    that was starting or retrying is errored with the refusal, and so is a completed one whose
+    own database writes (step.tx.mutate, `mutated`) were in the refused boundary; finished ones
+    keep their outcome. `strict` (that was refused too): every step.do step is errored, since
+    its result or error may be the refused value."""
+    steps = []
+    for state in staged:
+        finished = state.status in (StepStatus.COMPLETE, StepStatus.ERRORED)
+        keeps = finished and not strict and not (mutated and state.status == StepStatus.COMPLETE)
+        if state.type == StepType.DO and not keeps:
+            state.status, state.result, state.error = StepStatus.ERRORED, None, error
+            state.completed_at = state.completed_at or now
+        steps.append(state)
+    return steps
+
+
+# -- operator actions: which instances an action may touch ---------------------------------------
+# The console offers an action (and a bulk job selects rows) only where these say it applies;
+# the services apply the same rules under their row locks, so a stale page is refused there.
+
+OPERATOR_ACTIONS = ("pause", "resume", "terminate", "restart")
+
+
+def action_applies(action: str, status: str) -> bool:
+    """Whether `action` changes an instance that is `status` (pause on a paused one, resume on
+    a running one, terminate on a finished one change nothing or are refused)."""
+    if action == "pause":
+        return status in (Status.ACTIVE, Status.WAITING)
+    if action == "resume":
+        return resume_applies(status)
+    if action == "terminate":
+        return not is_terminal(status)
+    return action == "restart"  # any status: a new run starts
+
+
+def eligible_actions(status: str) -> list[str]:
+    return [action for action in OPERATOR_ACTIONS if action_applies(action, status)]
+
+
+def eligible_statuses(action: str) -> list[str]:
+    """The statuses `action` applies to, for a list filter (`status__in`)."""
+    return [status for status in Status.values if action_applies(action, status)]
+
+
+def backoff_step(steps: Sequence[StepState]) -> StepState | None:
+    """The step of a run waiting out a retry delay (retry now wakes it), if any."""
+    return next((s for s in steps if s.status == StepStatus.RETRYING), None)
+
+
+def sleeping_step(steps: Sequence[StepState]) -> StepState | None:
+    """The step of a run that is sleeping (skip wait completes it now), if any."""
+    return next((s for s in steps if s.status == StepStatus.SLEEPING), None)
+
+
+def retry_now_applies(status: str, steps: Sequence[StepState]) -> bool:
+    """Retry now: a live, unpaused instance with a step in backoff. A paused one keeps its
+    backoff until resumed (resume runs it when due)."""
+    return status in (Status.ACTIVE, Status.WAITING) and backoff_step(steps) is not None
+
+
+def skip_wait_applies(status: str, steps: Sequence[StepState]) -> bool:
+    return status in (Status.ACTIVE, Status.WAITING) and sleeping_step(steps) is not None
+
+
+def steps_run_again(steps: Sequence[tuple[str, str]], from_step: str) -> list[str] | None:
+    """What a restart from `from_step` runs again, given the current run's (name, status) in
+    the order the run reached them: that step and every one after it, and any step before it
+    that had not completed (only completed results are kept). None: the run has no such step."""
+    names = [name for name, _ in steps]
+    if from_step not in names:
+        return None
+    cut = names.index(from_step)
+    return [name for i, (name, status) in enumerate(steps) if i >= cut or status != "complete"]

@@ -1,7 +1,8 @@
-"""Engine errors: every refusal is a WorkflowError with a stable `code` and an HTTP `status` hint.
+"""Workflow errors: every refusal is a WorkflowError whose class carries its stable `code` and
+its HTTP `status` (the API's contract: nothing restates them elsewhere).
 
 WorkflowError derives from ops.errors.ApiError, so the shared DRF exception handler renders it as
-`{"code", "message"}` with `status` and callers outside HTTP can simply catch WorkflowError.
+`{"code", "message"}` with `status`, and callers outside HTTP simply catch WorkflowError.
 """
 
 from ops.errors import ApiError
@@ -27,6 +28,13 @@ class VersionNotFound(WorkflowError):
 
 class NoActiveDeployment(WorkflowError):
     code = "no_active_deployment"
+    status = 409
+
+
+class WorkflowDisabled(WorkflowError):
+    """New instances of a disabled workflow are refused (workflows.rollout); running ones go on."""
+
+    code = "disabled"
     status = 409
 
 
@@ -96,6 +104,37 @@ class UnknownStep(WorkflowError):
     status = 400
 
 
+class NotInBackoff(WorkflowError):
+    """retry-now on an instance whose current run has no step waiting out a retry delay."""
+
+    code = "not_in_backoff"
+    status = 409
+
+
+class NotSleeping(WorkflowError):
+    """skip-wait on an instance whose current run has no step sleeping."""
+
+    code = "not_sleeping"
+    status = 409
+
+
+class ActionNotAllowed(WorkflowError):
+    """An operator action the instance's status does not allow (workflows.decisions)."""
+
+    code = "action_not_allowed"
+    status = 409
+
+
+class InvalidBulkFilter(WorkflowError):
+    code = "invalid_filter"
+    status = 400
+
+
+class BulkJobNotFound(WorkflowError):
+    code = "bulk_job_not_found"
+    status = 404
+
+
 class NonRetryableError(Exception):
     """Raise inside a step callback to fail the step at once, without retries."""
 
@@ -152,30 +191,6 @@ class NonDeterminismError(Exception):
         )
         self.expected = expected
         self.requested = requested
-
-
-ALL_CODES = sorted(
-    {
-        cls.code
-        for cls in (
-            WorkflowNotFound,
-            VersionNotFound,
-            NoActiveDeployment,
-            InstanceNotFound,
-            InstanceIdAlreadyExists,
-            InvalidInstanceId,
-            InvalidEventType,
-            InstanceTerminal,
-            InvalidPayload,
-            InvalidPriority,
-            InvalidDuration,
-            InvalidStep,
-            InvalidWorkflowDefinition,
-            InvalidLabels,
-            UnknownStep,
-        )
-    }
-)
 
 
 class IdempotencyConflict(WorkflowError):

@@ -22,7 +22,6 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from ops.services import audit_log_write
 from workflows import durations, runtime
 from workflows.authoring import RETENTION_STATUSES, registry, retention_policy
 from workflows.models import (
@@ -186,11 +185,3 @@ def logs_prune(*, cutoff: datetime, batch_size: int, dry_run: bool = False) -> i
         if not ids:
             return total
         total += WorkflowLog.objects.filter(id__in=ids).delete()[0]
-
-
-def gc_record(report: GcReport, *, actor: str = "system:gc") -> None:
-    """The audit row of a real run, with its counts (dry runs change nothing, so write none)."""
-    audit_log_write(
-        action="workflows.gc", resource="workflow_instance", actor=actor, metadata=report.as_dict()
-    )
-    log.info("workflows gc: %s", report.as_dict())

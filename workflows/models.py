@@ -2,6 +2,7 @@
 active-version pointer per workflow. Timestamps are written from workflows.runtime, never
 auto_now, so tests control time."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -75,6 +76,9 @@ class WorkflowDeployment(models.Model):
 
     workflow_name = models.CharField(max_length=64, unique=True)
     active_version = models.PositiveIntegerField(null=True, blank=True)  # None = deactivated
+    # Disabled (workflows.rollout): every road to a new instance refuses it with 409 `disabled`
+    # (the one-statement create in engine/store.py reads it too); running instances go on.
+    disabled = models.BooleanField(default=False, db_default=False)
     updated_at = models.DateTimeField()
 
     class Meta:
@@ -109,6 +113,16 @@ class WorkflowInstance(models.Model):
         on_delete=models.SET_NULL,
         related_name="children",
         db_index=False,  # workflow_inst_parent: partial, most instances have no parent
+    )
+    # The user the work is for (a lab report's round trip, a clinical gate): a wipe of that user
+    # stops and deletes the instance and everything hanging from it (workflows.userdata).
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,  # workflow_inst_subject: partial, most instances are nobody's
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -152,6 +166,11 @@ class WorkflowInstance(models.Model):
             # common case, writes no entry here.
             models.Index(
                 fields=["parent"], name="workflow_inst_parent", condition=Q(parent__isnull=False)
+            ),
+            # workflows.userdata: a user's instances, for the wipe and the export. Partial, like
+            # workflow_inst_parent.
+            models.Index(
+                fields=["subject"], name="workflow_inst_subject", condition=Q(subject__isnull=False)
             ),
         ]
 

@@ -2,8 +2,9 @@
 
 Keyword-only; every refusal is a workflows.errors.WorkflowError with a `code`. Each operator
 action locks the task row before the instance row (the runner's order too), applies the rule
-from workflows.decisions, logs the transition in the `system` category and, when `actor` or
-`request` is given, writes an audit row. Making work runnable schedules a wake task on commit.
+from workflows.decisions and logs the transition in the `system` category. Services take no
+actor and no request: workflows.actions audits what operators do. Making work runnable
+schedules a wake task on commit.
 """
 
 import contextlib
@@ -16,7 +17,6 @@ from ops.idempotency import TTL as IDEMPOTENCY_TTL
 from ops.idempotency import body_hash
 from ops.models import IdempotencyKey
 from ops.request_id import get_request_id
-from ops.services import audit_log_write
 from workflows import (
     dbclock,
     decisions,
@@ -28,8 +28,9 @@ from workflows.engine import compose, wake
 from workflows.engine.create import (
     NewInstance,
     create_instance,
+    subject_pk,
     validate,
-    workflow_active_version,
+    version_for_new,
 )
 from workflows.engine.create import new_task as _new_task
 from workflows.engine.create import slot as _slot
@@ -59,13 +60,6 @@ from workflows.models import (
 from workflows.selectors import instance_details
 
 
-def _audit(action: str, *, resource: str, actor, request, metadata=None) -> None:
-    if actor is not None or request is not None:
-        audit_log_write(
-            action=action, resource=resource, actor=actor, request=request, metadata=metadata
-        )
-
-
 def _system_log(instance: WorkflowInstance, level: str, message: str, data=None) -> None:
     WorkflowLog.objects.create(
         instance=instance,
@@ -79,29 +73,17 @@ def _system_log(instance: WorkflowInstance, level: str, message: str, data=None)
     )
 
 
-def _resource(instance: WorkflowInstance) -> str:
-    return f"workflow_instance:{instance.workflow_name}/{instance.instance_id}"
-
-
 # -- versions ----------------------------------------------------------------------------------
 
 
-def workflow_version_activate(*, name: str, version: int, actor=None, request=None):
+def workflow_version_activate(*, name: str, version: int):
     """Point new instances of `name` at `version` (rollback = activate an older one)."""
     if version not in registry.require(name):
         raise VersionNotFound(f"workflow {name!r} has no registered version {version}")
-    with transaction.atomic():
-        deployment, _ = WorkflowDeployment.objects.update_or_create(
-            workflow_name=name,
-            defaults={"active_version": version, "updated_at": runtime.now()},
-        )
-        audit_log_write(
-            action="workflow.version_activate",
-            resource=f"workflow:{name}",
-            actor=actor if actor is not None or request is not None else "system",
-            request=request,
-            metadata={"version": version},
-        )
+    deployment, _ = WorkflowDeployment.objects.update_or_create(
+        workflow_name=name,
+        defaults={"active_version": version, "updated_at": runtime.now()},
+    )
     return deployment
 
 
@@ -115,18 +97,22 @@ def instance_create(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
-    subject: str | None = None,
+    version: int | None = None,
+    subject=None,
 ) -> WorkflowInstance:
-    """Create an instance of the active version, runnable now. `priority` 0-9 orders new runs
-    (higher first, then oldest); resumes and wakes always go first. `labels` ({"user": "alice"},
-    workflows.labels) tag it for list filters. `subject`: the user it is about, if any."""
+    """Create an instance, runnable now. `priority` 0-9 orders new runs (higher first, then
+    oldest); resumes and wakes always go first. `labels` ({"user": "alice"}, workflows.labels)
+    tag it for list filters. `version`: run that registered version instead of the active one
+    (a canary; the pointer is unchanged). `subject`: the user the work is for, a user or their
+    pk (a wipe of that user deletes it; their export holds it)."""
     new = NewInstance(
         workflow_name=workflow_name,
         instance_id=instance_id,
         params=params,
         priority=priority,
         labels=labels,
-        subject=subject,
+        version=version,
+        subject=subject_pk(subject),
     )
     return create_instance(new).instance
 
@@ -142,6 +128,8 @@ def instance_create_once(
     params=None,
     priority: int = DEFAULT_PRIORITY,
     labels: dict | None = None,
+    version: int | None = None,
+    subject=None,
 ) -> str:
     """instance_create for code that may retry: the first call with `idempotency_key` creates, a
     repeat with equal arguments within 24 h returns the same instance id, different arguments
@@ -154,6 +142,10 @@ def instance_create_once(
         arguments["priority"] = priority
     if labels:
         arguments["labels"] = labels
+    if version is not None:
+        arguments["version"] = version
+    if subject is not None:
+        arguments["subject"] = subject_pk(subject)
     digest = body_hash(arguments)
     now = runtime.now()
     lookup = {"principal": PROGRAMMATIC_PRINCIPAL, "key": idempotency_key, "endpoint": endpoint}
@@ -169,6 +161,8 @@ def instance_create_once(
                 params=params,
                 priority=priority,
                 labels=labels,
+                version=version,
+                subject=subject,
             )
             IdempotencyKey.objects.filter(**lookup).update(
                 status_code=201, response_body=instance.instance_id.encode()
@@ -186,7 +180,7 @@ def instance_create_once(
 def instance_create_batch(*, workflow_name: str, items: list[dict]) -> list[WorkflowInstance]:
     """Create many instances; ids that already exist (or repeat in the batch) are skipped and
     left out of the result. Everything is validated before anything is written."""
-    version = workflow_active_version(name=workflow_name)
+    version = version_for_new(workflow_name, None)
     now = runtime.now()
     wanted: dict[str, NewInstance] = {}
     for item in items:
@@ -196,6 +190,7 @@ def instance_create_batch(*, workflow_name: str, items: list[dict]) -> list[Work
             params=item.get("params"),
             priority=item.get("priority", DEFAULT_PRIORITY),
             labels=item.get("labels"),
+            subject=subject_pk(item.get("subject")),
         )
         checked = validate(new, version, now)  # a fresh id is drawn here, once
         wanted.setdefault(checked.instance_id, replace(new, instance_id=checked.instance_id))
@@ -226,7 +221,7 @@ def _lock(instance: WorkflowInstance) -> tuple[WorkflowInstance, WorkflowTask | 
     return fresh, task
 
 
-def instance_pause(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_pause(*, instance: WorkflowInstance) -> WorkflowInstance:
     """No new step starts once this returns; a running step may finish and keeps its result."""
     with transaction.atomic():
         fresh, task = _lock(instance)
@@ -237,11 +232,10 @@ def instance_pause(*, instance: WorkflowInstance, actor=None, request=None) -> W
                 # Not runnable; the lease stays so a step in flight can still store its result.
                 WorkflowTask.objects.filter(pk=task.pk).update(run_at=None)
             _system_log(fresh, "info", "instance paused")
-        _audit("workflow_instance.pause", resource=_resource(fresh), actor=actor, request=request)
     return fresh
 
 
-def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_resume(*, instance: WorkflowInstance) -> WorkflowInstance:
     """A paused instance becomes active and runs now; anything else is left as it is."""
     with transaction.atomic():
         fresh, task = _lock(instance)
@@ -252,11 +246,10 @@ def instance_resume(*, instance: WorkflowInstance, actor=None, request=None) -> 
             _make_runnable(fresh, task, TaskKind.RESUME, now)
             _system_log(fresh, "info", "instance resumed")
             wake.schedule_wake()
-        _audit("workflow_instance.resume", resource=_resource(fresh), actor=actor, request=request)
     return fresh
 
 
-def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) -> WorkflowInstance:
+def instance_terminate(*, instance: WorkflowInstance) -> WorkflowInstance:
     """Terminate the instance, wake its parent (a ChildWorkflowError there), then terminate its
     running children, each in its own transaction (locks go parent-then-child nowhere, so a
     child's runner finishing and waking us cannot deadlock with this)."""
@@ -272,9 +265,6 @@ def instance_terminate(*, instance: WorkflowInstance, actor=None, request=None) 
             _execute(wake_parent(fresh.pk, now))
             wake.schedule_wake()
         _system_log(fresh, "info", "instance terminated")
-        _audit(
-            "workflow_instance.terminate", resource=_resource(fresh), actor=actor, request=request
-        )
     for child in WorkflowInstance.objects.filter(parent_id=fresh.pk).exclude(
         status__in=TERMINAL_STATUSES
     ):
@@ -319,8 +309,16 @@ def instance_spawn_child(
         if existing.status in TERMINAL_STATUSES:
             return instance_restart(instance=existing)
         return existing
+    # Work the parent does for a user, its children do for them too (a wipe finds them).
+    subject = (
+        WorkflowInstance.objects.filter(pk=parent_pk).values_list("subject_id", flat=True).first()
+    )
     new = NewInstance(
-        workflow_name=workflow_name, instance_id=instance_id, params=params, parent_pk=parent_pk
+        workflow_name=workflow_name,
+        instance_id=instance_id,
+        params=params,
+        parent_pk=parent_pk,
+        subject=subject,
     )
     instance = create_instance(new).instance
     _system_log(instance, "info", "created as a child", {"parent_pk": parent_pk})
@@ -328,7 +326,7 @@ def instance_spawn_child(
 
 
 def instance_restart(
-    *, instance: WorkflowInstance, from_step: str | None = None, actor=None, request=None
+    *, instance: WorkflowInstance, from_step: str | None = None
 ) -> WorkflowInstance:
     """Start a new run (run number + 1); earlier runs stay for audit. With `from_step`, the new
     run starts with the cached results of the steps that completed before that step in the
@@ -370,13 +368,6 @@ def instance_restart(
         if from_step is not None:
             message += f" from step {from_step!r} ({len(kept)} step(s) kept)"
         _system_log(fresh, "info", message)
-        _audit(
-            "workflow_instance.restart",
-            resource=_resource(fresh),
-            actor=actor,
-            request=request,
-            metadata=None if from_step is None else {"from_step": from_step},
-        )
         wake.schedule_wake()
     return fresh
 
@@ -407,10 +398,8 @@ def _make_runnable(instance: WorkflowInstance, task: WorkflowTask | None, kind: 
 def instance_send_event(
     *,
     instance: WorkflowInstance,
-    type: str,
+    type: str,  # noqa: A002 - the public name of the event's type
     payload=None,
-    actor=None,
-    request=None,  # noqa: A002
 ) -> WorkflowEvent:
     """Store an event for the current run; wake the instance if it waits for this type."""
     limits.check_event_type(type)
@@ -432,13 +421,6 @@ def instance_send_event(
             _make_runnable(fresh, task, TaskKind.EVENT, now)
             wake.schedule_wake()
         _system_log(fresh, "info", f"event {type!r} received", {"event_id": event.pk})
-        _audit(
-            "workflow_instance.send_event",
-            resource=_resource(fresh),
-            actor=actor,
-            request=request,
-            metadata={"type": type},
-        )
     return event
 
 

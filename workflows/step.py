@@ -32,6 +32,15 @@ class Diverged(BaseException):  # noqa: N818
         self.error = error
 
 
+class Refused(BaseException):  # noqa: N818
+    """The database refused a value of a step boundary (decisions.refused_value): it would be
+    refused on every retry, so unwind and fail the instance with that error."""
+
+    def __init__(self, error: dict):
+        super().__init__(error["message"])
+        self.error = error
+
+
 class StepLogger:
     """step.log.debug/info/warn/error(message, data=None, category="workflow")."""
 

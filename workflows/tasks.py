@@ -2,10 +2,12 @@
 (engine/wake.py), `sweep` for the one-minute schedule that catches everything else (timers, lost
 wakes), and `gc` for the daily retention schedule."""
 
+import logging
 import time
 
 from workflows.engine import tick
-from workflows.gc import gc_record, gc_run
+
+log = logging.getLogger(__name__)
 
 WAKE_MAX_INSTANCES = 50
 SWEEP_SECONDS = 50  # stay under the one-minute schedule so sweeps do not pile up
@@ -31,6 +33,8 @@ def sweep(seconds: float = SWEEP_SECONDS) -> int:
 def gc() -> dict:
     """Daily: delete finished instances past retention and prune old log lines (workflows.gc);
     the counts go to the audit log and the task result."""
-    report = gc_run()
-    gc_record(report)
+    from workflows.actions import do_gc  # audited like the command's run
+
+    report = do_gc(actor="system:gc")
+    log.info("workflows gc: %s", report.as_dict())
     return report.as_dict()

@@ -78,10 +78,16 @@ class WorkflowHarness:
         run: bool = True,
         priority: int = 5,
         labels: dict | None = None,
+        subject=None,
     ) -> str:
         """Create an instance (of the active version) and run until idle; returns its id."""
         row = services.instance_create(
-            workflow_name=name, instance_id=id, params=params, priority=priority, labels=labels
+            workflow_name=name,
+            instance_id=id,
+            params=params,
+            priority=priority,
+            labels=labels,
+            subject=subject,
         )
         if run:
             self.run_until_idle()

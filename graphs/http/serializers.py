@@ -113,6 +113,14 @@ class RunCreateSerializer(serializers.Serializer):
         help_text="a canary: run this published version of the binding's definition instead "
         "of the one the binding points at (the pointer stays)",
     )
+    subject = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=150,
+        help_text="username of the user the run is about: wiping them deletes the run "
+        "(400 unknown_subject for nobody)",
+    )
 
 
 class RunSummarySerializer(serializers.Serializer):

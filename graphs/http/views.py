@@ -15,6 +15,7 @@ from graphs import answers, selectors, services
 from graphs.http import serializers as s
 from ops.auth import credentials_required, scope_required
 from ops.idempotency import idempotent
+from ops.userdata import subject_user
 from workflows.http import schema  # noqa: F401 - registers the auth schemes
 from workflows.http.pagination import keyset_page
 
@@ -234,6 +235,7 @@ class RunCreateView(GraphsView):
             binding_name=name,
             run_input=body.validated_data.get("input"),
             version=body.validated_data.get("version"),
+            subject=subject_user(body.validated_data.get("subject")),
             request=request,
         )
         return Response(selectors.run_summary(run), status=201)

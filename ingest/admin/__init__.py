@@ -6,6 +6,7 @@ Custom pages (drain, backfill, user overview and wipe) live in ingest.admin.page
 import json
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -20,10 +21,18 @@ from ingest.admin.filters import (
     TraceEventFilter,
     TriageFilter,
 )
+from ingest.admin.live import raw_events_live
 from ingest.imports import import_job_refresh
 from ingest.models import ImportJob, RawEvent, RawEventState, TerraConnection, TraceEvent
 from ingest.selectors import raw_event_subject_id, trace_subject_id
-from ops.console import HealthDataAdmin, ReadOnlyAdmin, is_confirmed
+from ops.console import (
+    HealthDataAdmin,
+    ReadOnlyAdmin,
+    is_confirmed,
+    live_context,
+    staff_json,
+    time_range_filter,
+)
 
 STATE_COLOURS = {
     RawEventState.PENDING: "#666",
@@ -75,7 +84,14 @@ class RawEventAdmin(HealthDataAdmin):
         # The change list shows 50 rows: never load their bodies (up to 50 MB each).
         return super().get_queryset(request).defer("body")
 
-    list_filter = (TriageFilter, "state", ReceivedFilter, EventTypeFilter, ProviderFilter)
+    list_filter = (
+        TriageFilter,
+        "state",
+        ReceivedFilter,
+        time_range_filter("received_at", "received (UTC)"),
+        EventTypeFilter,
+        ProviderFilter,
+    )
     search_fields = ("=terra_user_id", "=reference_id", "=request_id")
     search_help_text = "exact Terra user id, reference id, request id or raw event id"
     list_select_related = ("user",)
@@ -109,6 +125,7 @@ class RawEventAdmin(HealthDataAdmin):
                     "attempts",
                     "next_attempt_at",
                     "process_error",
+                    "traceback",
                     "signature_verified",
                     "dedup_key",
                 )
@@ -123,6 +140,12 @@ class RawEventAdmin(HealthDataAdmin):
         view = self.admin_site.admin_view
         return [
             path("drain/", view(admin_pages.drain_view), name="ingest_rawevent_drain"),
+            path("live.json", staff_json(self.list_live), name="ingest_rawevents_live"),
+            path(
+                "bulk-replay/",
+                view(admin_pages.bulk_replay_view),
+                name="ingest_rawevent_bulk_replay",
+            ),
             path(
                 "<int:raw_event_id>/replay/",
                 view(admin_pages.replay_one_view),
@@ -130,6 +153,26 @@ class RawEventAdmin(HealthDataAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def changelist_view(self, request, extra_context=None):
+        live = live_context(url=reverse("admin:ingest_rawevents_live"), state=raw_events_live())
+        return super().changelist_view(request, {"live": live, **(extra_context or {})})
+
+    def list_live(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return raw_events_live()
+
+    @admin.display(description="traceback")
+    def traceback(self, obj):
+        # The last raised error's frames (ops.tracebacks: no variable values), folded.
+        if not obj.process_traceback:
+            return "—"
+        return format_html(
+            '<details class="vf-traceback-box"><summary>last frames of the error</summary>'
+            '<pre class="vf-traceback" style="white-space:pre-wrap">{}</pre></details>',
+            obj.process_traceback,
+        )
 
     def get_search_results(self, request, queryset, search_term):
         # Exact matches only: iexact (UPPER(col) = UPPER(x)) cannot use the indexes of a table

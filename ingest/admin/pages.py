@@ -1,6 +1,9 @@
 """Custom console pages for ingest: action confirmations, drain, "backfill N days" on a
-connection, the user overview and its "wipe all data". Each page parses the form, calls the same
-service as the API, and redirects with a message that gives counts."""
+connection, the user overview and its "wipe all data", and "replay every raw event matching".
+Each page parses the form, calls the same service as the API, and redirects with a message that
+gives counts."""
+
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
@@ -10,18 +13,21 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.timesince import timesince
 
+from ingest import bulk as raw_bulk
 from ingest.actions import (
     do_connection_backfill,
+    do_raw_events_bulk_replay,
     do_raw_events_drain,
     do_raw_events_replay,
     do_user_wipe,
 )
 from ingest.drain import DRAIN_MAX_LIMIT, drain_candidates
 from ingest.imports import import_job_refresh, import_job_summary
-from ingest.models import RawEvent, TerraConnection
-from ingest.selectors import user_overview
+from ingest.models import RawEvent, RawEventState, TerraConnection
+from ingest.selectors import DLQ_STATES, user_overview
 from ingest.wipe import user_wipe_preview
 from ops.access import audit_read
+from ops.bulk_pages import bulk_page
 from ops.console import PREVIEW_ROWS, confirmation_page, console_report, is_confirmed
 from ops.errors import ApiError
 
@@ -233,7 +239,7 @@ class WipeConfirmForm(forms.Form):
 
 
 # Counts of a wipe that are not rows deleted.
-NOT_ROWS = ("stored_files", "wiped_references", "history_redacted")
+NOT_ROWS = ("stored_files", "wiped_references", "history_redacted", "terra_deauthentications")
 
 
 def _wipe_summary(counts: dict[str, int]) -> tuple[int, str]:
@@ -280,4 +286,63 @@ def user_wipe_view(request, username: str):
         form=form,
         danger=True,
         cancel_url=reverse("admin:ingest_user_overview", args=[username]),
+    )
+
+
+class BulkReplayForm(forms.Form):
+    """The filter of "replay every raw event matching" (ingest.bulk)."""
+
+    state = forms.MultipleChoiceField(
+        choices=RawEventState.choices, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    type = forms.CharField(required=False, help_text="event type, e.g. sleep")
+    provider = forms.CharField(required=False)
+    newer_than = forms.CharField(required=False, help_text='e.g. "2h" (received in the last 2 h)')
+    since = forms.CharField(required=False, help_text="received at or after, ISO (UTC)")
+    until = forms.CharField(required=False, help_text="received before, ISO (UTC)")
+
+    def filters(self) -> dict:
+        data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "", [])}
+        return raw_bulk.bulk_filters_clean(data)
+
+
+RECEIVED_TO_DURATION = {"1h": "1h", "24h": "24h", "7d": "7d"}
+
+
+def bulk_initial_from_changelist(params) -> dict:
+    """The raw-event list's filters, renamed to the bulk form's fields."""
+    initial: dict = {}
+    state = params.get("state__exact") or params.get("state")
+    if state:
+        initial["state"] = [state]
+    elif params.get("triage") == "dlq":
+        initial["state"] = list(DLQ_STATES)
+    if params.get("event_type"):
+        initial["type"] = params["event_type"]
+    for key in ("provider", "since", "until"):
+        if params.get(key):
+            initial[key] = params[key]
+    if params.get("received") in RECEIVED_TO_DURATION:
+        initial["newer_than"] = RECEIVED_TO_DURATION[params["received"]]
+    return initial
+
+
+def bulk_replay_view(request):
+    """Replay every raw event a filter matches: the count first, then a tracked job."""
+    if request.method == "GET" and not set(request.GET) & set(raw_bulk.FILTER_KEYS):
+        query = urlencode(bulk_initial_from_changelist(request.GET), doseq=True)
+        if query:
+            return redirect(f"{request.path}?{query}")
+    return bulk_page(
+        request,
+        model=RawEvent,
+        title="Replay every raw event matching a filter",
+        explanation=REPLAY_EXPLANATION,
+        form_class=BulkReplayForm,
+        initial={},
+        rows=lambda filters: raw_bulk.raw_events_matching(filters).select_related("user"),
+        cells=_raw_event_cells,
+        columns=RAW_EVENT_COLUMNS,
+        start=lambda filters: do_raw_events_bulk_replay(filters=filters, request=request),
+        submit="Yes, replay {count} raw event(s)",
     )

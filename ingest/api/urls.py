@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from ingest.api import admin_views, user_views
+from ingest.api import admin_views, bulk_views, user_views
 
 urlpatterns = [
     path("v1/connect", user_views.ConnectView.as_view(), name="v1-connect"),
@@ -22,6 +22,16 @@ urlpatterns = [
         name="v1-admin-raw-event-replay",
     ),
     path("v1/admin/replay", admin_views.ReplayView.as_view(), name="v1-admin-replay"),
+    path(
+        "v1/admin/raw-events/bulk-replay",
+        bulk_views.BulkReplayView.as_view(),
+        name="v1-admin-raw-events-bulk-replay",
+    ),
+    path(
+        "v1/admin/bulk-jobs/<int:job_id>",
+        bulk_views.BulkJobView.as_view(),
+        name="v1-admin-bulk-job",
+    ),
     path("v1/admin/drain", admin_views.DrainView.as_view(), name="v1-admin-drain"),
     path(
         "v1/admin/users/<str:username>",

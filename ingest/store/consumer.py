@@ -123,6 +123,7 @@ _OUTCOME = (
     ("next_attempt_at", "timestamptz"),
     ("user_id", "bigint"),
     ("progress", "integer"),
+    ("process_traceback", "text"),
     ("lease", "timestamptz"),
 )
 _NAMES = ", ".join(name for name, _ in _OUTCOME)
@@ -157,7 +158,7 @@ def _outcomes_write_sqlite(rows: int) -> str:
 def outcomes_write(outcomes: list[list], traces: list[list]) -> int:
     """Write outcomes (each: _OUTCOME's values in order, datetimes as datetimes) and the traces
     (ingest.traces.trace_row()s) of the rows still ours; returns how many were."""
-    rows = [[*o[:2], _dt(o[2]), *o[3:5], _dt(o[5]), *o[6:8], _dt(o[8])] for o in outcomes]
+    rows = [[*o[:2], _dt(o[2]), *o[3:5], _dt(o[5]), *o[6:9], _dt(o[9])] for o in outcomes]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             columns = [list(c) for c in zip(*rows, strict=True)]

@@ -46,3 +46,18 @@ def test_the_banners_send_event_still_works_ten_minutes_later(harness):
     assert harness.status("demo-onboarding", BANNER_INSTANCE)["status"] == "waiting"
     harness.send_event("demo-onboarding", BANNER_INSTANCE, "goal_confirmed", {"goal_steps": 10000})
     assert harness.status("demo-onboarding", BANNER_INSTANCE)["output"]["goal_steps"] == 10000
+
+
+def test_the_demo_instances_are_the_demo_users_work(harness):
+    from demo.management.commands.rundemo import DEMO_USER, Command
+    from tests.factories import UserFactory
+    from workflows.models import WorkflowInstance
+
+    demo_user = UserFactory(username=DEMO_USER)
+    Command().start_example_workflows()
+    subjects = set(
+        WorkflowInstance.objects.filter(workflow_name="demo-onboarding").values_list(
+            "subject_id", flat=True
+        )
+    )
+    assert subjects == {demo_user.pk}

@@ -49,7 +49,7 @@ class StandIn:
             def do_POST(self):  # noqa: N802 - http.server's name
                 stand_in.handle(self)
 
-            do_GET = do_PUT = do_POST  # noqa: N815
+            do_GET = do_PUT = do_DELETE = do_POST  # noqa: N815
 
             def log_message(self, *args):  # quiet
                 pass

@@ -1,6 +1,5 @@
 """Erasure for ingest and labs: the wipe finds deliveries by every Terra user id the user ever had,
-takes idempotent answers that name them, deauthenticates each Terra connection once it commits,
-redacts their identifiers from operator history, and deliveries that still arrive for a wiped
+takes idempotent answers that name them, redacts their identifiers from operator history, and deliveries that still arrive for a wiped
 Terra user are stored, skipped as `skipped:wiped_user` and kept no longer than the traces."""
 
 import json
@@ -144,42 +143,6 @@ def test_deliveries_of_wiped_users_are_kept_no_longer_than_the_traces(settings):
     assert not TraceEvent.objects.filter(raw_event_id=expired.pk).exists()
 
 
-def test_each_terra_connection_is_deauthenticated_once_the_wipe_commits(
-    alice, terra, django_capture_on_commit_callbacks
-):
-    TerraConnectionFactory(user=alice, terra_user_id="t-one")
-    TerraConnectionFactory(user=alice, terra_user_id="t-two", deactivated_at=timezone.now())
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        do_user_wipe(user=alice, actor="user:charlie")
-    assert terra.calls("DELETE", DEAUTH) == []  # nothing leaves before the wipe commits
-    for callback in callbacks:
-        callback()
-    asked = sorted(r.url.params["user_id"] for r in terra.calls("DELETE", DEAUTH))
-    assert asked == ["t-one", "t-two"]
-    audit = AuditLog.objects.get(action="terra_connection.deauthenticate")
-    assert audit.metadata == {"deauthenticated": 2, "not_found": 0, "failed": 0}
-    assert audit.result == "ok" and audit.subject_id is not None
-    assert "t-one" not in json.dumps([audit.resource, audit.metadata])
-
-
-def test_a_user_terra_no_longer_knows_is_done_and_an_outage_is_counted_failed(
-    alice, terra, django_capture_on_commit_callbacks
-):
-    TerraConnectionFactory(user=alice, terra_user_id="t-gone")
-    TerraConnectionFactory(user=alice, terra_user_id="t-down")
-
-    def answer(request):
-        if request.url.params["user_id"] == "t-gone":
-            return httpx.Response(404, json={"status": "error", "message": "User not found"})
-        return httpx.Response(503, json={"message": "maintenance"})
-
-    terra.on("DELETE", DEAUTH, answer)
-    wipe(alice, django_capture_on_commit_callbacks)
-    audit = AuditLog.objects.get(action="terra_connection.deauthenticate")
-    assert audit.metadata == {"deauthenticated": 0, "not_found": 1, "failed": 1}
-    assert audit.result == "partial:1_failed"
-
-
 @pytest.mark.parametrize(
     ("answer", "outcome"),
     [
@@ -192,7 +155,8 @@ def test_a_user_terra_no_longer_knows_is_done_and_an_outage_is_counted_failed(
     ],
 )
 def test_deauthenticating_one_terra_user_tells_done_from_retry_from_refused(terra, answer, outcome):
-    """The step a durable workflow will retry: what may succeed later raises Retryable."""
+    """The step the terra-deauthenticate workflow retries: what may succeed later raises
+    Retryable (tests/ingest/test_deauthenticate_workflow.py runs the workflow)."""
     terra.on("DELETE", DEAUTH, answer)
     if outcome == "retry later":
         with pytest.raises(connections.TerraDeauthRetryable):

@@ -1,18 +1,22 @@
 """After a full life — deliveries of every type, a re-authentication, a lab upload parsed into
-biomarkers, operator reads and actions — a wipe leaves no trace of the user in any text, JSON or
+biomarkers, the lab-out-of-range graph run waiting at its clinician's node, a code workflow
+started for the user through the API, operator reads and actions — a wipe (and the Terra
+deauthentication it starts, run to completion) leaves no trace of the user in any text, JSON or
 binary column of any table: not the username, not a Terra user id, not an upload id, not a
-biomarker value. Tables of apps that have not registered their user data yet (ops.userdata) are
-left out by name, and covered as soon as they register."""
+biomarker value. The audit row's counts are the only thing left, and they hold no values."""
 
 import copy
 import uuid
 from datetime import UTC, datetime
 
 import pytest
-from django.apps import apps
 from django.db import connection
 from rest_framework.test import APIClient
 
+import demo.examples  # noqa: F401 - registers demo-onboarding, the code workflow started for them
+from demo.graph_demo import MARKERS as DEMO_MARKERS
+from demo.graph_demo import start_demo_run
+from graphs.models import GraphRun, GraphToken
 from ingest.actions import do_user_wipe
 from ingest.consumer import raw_event_consume
 from ingest.models import RawEvent, TerraConnection
@@ -20,7 +24,9 @@ from labs.models import Biomarker, LabUpload
 from ops.services import user_token_create
 from tests.conftest import load_fixture
 from tests.factories import UserFactory
+from tests.graphs.conftest import web  # noqa: F401 - fixture: the clinic's webhook
 from tests.labs.helpers import PDF, upload
+from workflows.models import WorkflowInstance
 from workflows.testing import WorkflowHarness
 
 pytestmark = pytest.mark.django_db
@@ -30,9 +36,7 @@ TERRA_FIRST = "7a1e0000-aaaa-4bbb-8ccc-0000000000a1"
 TERRA_AFTER_REAUTH = "7a1e0000-aaaa-4bbb-8ccc-0000000000a2"
 TERRA_UPLOAD = "upl_zq7e0c4b1d9f"
 MARKERS = {"hba1c": 6.987654, "ldl": 190.123456}
-# Apps whose data the wipe reaches once they register it (ops.userdata); until then their
-# tables are left out of the scan by name.
-PENDING_APPS = ("workflows", "graphs")
+HOOK = "https://hooks.test/clinic-hook"
 TEXT_TYPES = ("CharField", "TextField", "JSONField", "SlugField", "EmailField", "UUIDField")
 
 
@@ -48,17 +52,6 @@ def lab_report() -> dict:
         item["measurement"]["numeric"] = value
         payload["data"]["results"].append(item)
     return payload
-
-
-def pending_tables() -> set[str]:
-    from ops.userdata import user_data_sources
-
-    registered = {s.model._meta.app_label for s in user_data_sources()}
-    tables = set()
-    for label in set(PENDING_APPS) - registered:
-        for model in apps.get_app_config(label).get_models(include_auto_created=True):
-            tables.add(model._meta.db_table)
-    return tables
 
 
 def _columns():
@@ -92,12 +85,10 @@ def _count(table: str, column: str, kind: str, needle: str) -> int:
         return cursor.fetchone()[0]
 
 
-def scan(needles: list[str], skip: set[str]) -> tuple[dict, list]:
+def scan(needles: list[str]) -> tuple[dict, list]:
     """{(table, column): hits} over every needle, and the columns scanned."""
     hits, scanned = {}, []
     for table, column, kind in _columns():
-        if table in skip:
-            continue
         scanned.append((table, column))
         found = sum(_count(table, column, kind, needle) for needle in needles)
         if found:
@@ -111,7 +102,9 @@ def harness(db):
         yield h
 
 
-def live_a_full_life(person, post, fixture_payload, deliver, terra, harness, operator_api, staff):
+def live_a_full_life(
+    person, post, fixture_payload, deliver, terra, harness, operator_api, staff, settings
+):
     for name in ("auth.json", "daily.json", "sleep.json", "activity.json", "body.json"):
         post(fixture_payload(name, reference=USERNAME, terra_user=TERRA_FIRST))
     for name in ("athlete.json", "menstruation.json", "nutrition.json"):
@@ -130,9 +123,33 @@ def live_a_full_life(person, post, fixture_payload, deliver, terra, harness, ope
     harness.run_until_idle()
     raw_event_consume(deliver(lab_report()).json()["raw_event_id"])
     harness.run_until_idle()
-    assert set(Biomarker.objects.filter(source="terra_lab").values_list("value", flat=True)) == set(
+    assert set(Biomarker.objects.filter(source="terra_lab").values_list("value", flat=True)) >= set(
         MARKERS.values()
     )
+    # the demo's out-of-range upload starts the lab-out-of-range graph: it notifies the clinic
+    # and waits for a clinician
+    settings.GRAPHS_HTTP_SECRETS = {"CLINIC_TOKEN": "t0ken"}
+    run = start_demo_run(hook_url=HOOK, username=USERNAME)
+    harness.run_until_idle()
+    assert GraphToken.objects.get(run=run, node_ref="ack").status == "executing"
+    # a code workflow started for them through the API, given an event
+    workflows_api = operator_api("*", name="coach")
+    created = workflows_api.post(
+        "/v1/workflows/demo-onboarding/instances",
+        {"params": {"user": USERNAME, "confirm_within": "1 day"}, "subject": USERNAME},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="onboarding-1",
+    )
+    assert created.status_code == 201, created.json()
+    harness.run_until_idle()
+    harness.advance("30 seconds")  # past its nap: waiting for the goal
+    sent = workflows_api.post(
+        f"/v1/workflows/demo-onboarding/instances/{created.json()['id']}/events",
+        {"type": "goal_confirmed", "payload": {"goal_steps": 12345, "for": USERNAME}},
+        format="json",
+    )
+    assert sent.status_code == 200, sent.json()
+    harness.run_until_idle()
     # an operator reads, backfills and replays
     ops = operator_api("*", name="oncall")
     some = RawEvent.objects.filter(user=person).first()
@@ -146,7 +163,7 @@ def live_a_full_life(person, post, fixture_payload, deliver, terra, harness, ope
         f"/admin/ingest/terraconnection/{connection_pk}/backfill/", {"days": 3, "confirm": "yes"}
     )
     console.post(f"/admin/ingest/rawevent/{some.pk}/replay/", {"confirm": "yes"})
-    console.get(f"/admin/labs/labupload/{LabUpload.objects.get().pk}/change/")
+    console.get(f"/admin/labs/labupload/{LabUpload.objects.earliest('created_at').pk}/change/")
 
 
 def test_after_a_wipe_no_table_holds_the_users_names_ids_or_values(
@@ -159,31 +176,45 @@ def test_after_a_wipe_no_table_holds_the_users_names_ids_or_values(
     staff,
     django_capture_on_commit_callbacks,
     capsys,
+    web,  # noqa: F811 - the fixture
+    settings,
 ):
     person = UserFactory(username=USERNAME)
-    live_a_full_life(person, post, fixture_payload, deliver, terra, harness, operator_api, staff)
-    upload_id = str(LabUpload.objects.get().pk)
+    live_a_full_life(
+        person, post, fixture_payload, deliver, terra, harness, operator_api, staff, settings
+    )
+    upload_ids = [str(pk) for pk in LabUpload.objects.values_list("pk", flat=True)]
     needles = [
         USERNAME,
         TERRA_FIRST,
         TERRA_AFTER_REAUTH,
         TERRA_UPLOAD,
-        upload_id,
-        uuid.UUID(upload_id).hex,
+        *upload_ids,
+        *(uuid.UUID(upload_id).hex for upload_id in upload_ids),
         *(str(value) for value in MARKERS.values()),
+        # the demo upload's out-of-range values, as the graph run's context holds them
+        *(f'"value": {value}' for _, _, value, *_ in DEMO_MARKERS),
     ]
-    skip = pending_tables()
-    before, scanned = scan(needles, skip)
+    assert GraphRun.objects.filter(subject=person).count() == 1
+    assert dict(WorkflowInstance.objects.values_list("workflow_name", "status")) == {
+        "lab-report": "complete",
+        "graph-run": "waiting",
+        "demo-onboarding": "complete",
+    }
+    before, scanned = scan(needles)
 
     with django_capture_on_commit_callbacks(execute=True):
         counts = do_user_wipe(user=person, actor="user:charlie")
-    after, _ = scan(needles, skip)
+    harness.run_until_idle()  # the Terra deauthentication the wipe started
+    assert dict(WorkflowInstance.objects.values_list("workflow_name", "status")) == {
+        "terra-deauthenticate": "complete"
+    }
+    after, _ = scan(needles)
 
     with capsys.disabled():
         print(
             f"\nerasure scan ({connection.vendor}): {len(scanned)} columns of "
-            f"{len({t for t, _ in scanned})} tables; left out until they register: "
-            f"{sorted(skip)}"
+            f"{len({t for t, _ in scanned})} tables, every one"
         )
         print(f"  hits before the wipe: {sum(before.values())} in {sorted(before)}")
         print(f"  hits after the wipe:  {sum(after.values())} {sorted(after)}")

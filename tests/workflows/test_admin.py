@@ -214,7 +214,7 @@ def test_the_list_shows_current_step_last_error_started_and_duration(console, ha
     harness.create("h5-fail", id="f1")
     harness.runtime.advance(timedelta(minutes=3, seconds=5))
     page = console.get(CHANGELIST).content.decode()
-    for column in ("current_step", "last_error", "started_at", "duration"):
+    for column in ("current_step", "last_error", "started", "duration"):
         assert f"column-{column}" in page
     assert "approval (waiting)" in page  # the waiting instance's newest step
     assert "NonRetryableError: no way" in page

@@ -200,10 +200,9 @@ def test_the_first_task_is_due_at_once_for_a_runner_right_after(settings):
 
 
 def test_an_audited_create_writes_its_audit_row(harness):
-    # The engine's create takes no actor: the operator layer above it audits.
-    from workflows.http import operations
+    from workflows.actions import do_create
 
-    operations.instance_create(workflow_name="t-create", instance_id="au", actor="user:alice")
+    do_create(workflow_name="t-create", instance_id="au", actor="user:alice")
     audit = AuditLog.objects.get(action="workflow_instance.create")
     assert audit.actor == "user:alice" and audit.resource == "workflow_instance:t-create/au"
 

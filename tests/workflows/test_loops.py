@@ -63,14 +63,8 @@ def test_a_loop_whose_state_commits_rarely_replays_uncommitted_iterations_from_c
 
 
 def test_the_steps_per_run_limit_counts_only_retained_iterations(harness, settings):
-    from workflows import limits
-
-    old = limits.STEPS_PER_RUN_MAX
-    limits.STEPS_PER_RUN_MAX = 50
-    try:
-        harness.create("loop-count", id="l5", params={"n": 200, "keep": 10})
-    finally:
-        limits.STEPS_PER_RUN_MAX = old
+    settings.WORKFLOWS_STEPS_PER_RUN_MAX = 50
+    harness.create("loop-count", id="l5", params={"n": 200, "keep": 10})
     assert harness.status("loop-count", "l5")["status"] == "complete"
 
 

@@ -1,4 +1,4 @@
-"""instance_run_here (runner/here.py): create an instance and run it in the calling process at once (as
+"""instance_run_here (engine/here.py): create an instance and run it in the calling process at once (as
 DBOS runs a workflow called directly), with the rules of a create and of a claimed run: the
 active version, a refused duplicate id that writes nothing, a lease the runners respect, caps
 left to the runners, and every boundary durable. On PostgreSQL outside a transaction, the

@@ -1,4 +1,4 @@
-"""instance_run_here (runner/here.py) in a real process killed in its run's first step: the create, the
+"""instance_run_here (engine/here.py) in a real process killed in its run's first step: the create, the
 claim and the step's start were one synchronous commit, so the runners find the instance, count
 the killed attempt and the claim without progress, and finish it (or stop a crash loop)."""
 

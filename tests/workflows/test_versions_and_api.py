@@ -3,7 +3,7 @@
 import pytest
 
 from ops.models import AuditLog
-from workflows import get_workflow, selectors, services, workflow
+from workflows import actions, get_workflow, selectors, services, workflow
 from workflows.authoring import registry
 from workflows.errors import (
     InstanceIdAlreadyExists,
@@ -38,7 +38,7 @@ def test_first_registered_version_is_activated_when_no_pointer_exists(harness):
 
 def test_activation_switches_new_instances_while_old_ones_keep_their_version(harness):
     harness.create("t-ver", id="old")
-    services.workflow_version_activate(name="t-ver", version=2, actor="user:alice")
+    actions.do_activate_version(workflow_name="t-ver", version=2, actor="user:alice")
     harness.create("t-ver", id="new")
     harness.advance("1 minute")
     assert harness.status("t-ver", "old")["output"] == "v1"
@@ -46,7 +46,7 @@ def test_activation_switches_new_instances_while_old_ones_keep_their_version(har
     audit = AuditLog.objects.get(action="workflow.version_activate")
     assert audit.actor == "user:alice" and audit.resource == "workflow:t-ver"
     with pytest.raises(VersionNotFound):
-        services.workflow_version_activate(name="t-ver", version=9, actor="x")
+        actions.do_activate_version(workflow_name="t-ver", version=9, actor="x")
     summary = next(s for s in selectors.workflow_summaries() if s["name"] == "t-ver")
     assert summary == {"name": "t-ver", "versions": [1, 2], "active_version": 2, "schedules": []}
 

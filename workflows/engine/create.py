@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 
 from ops import pgwire
 from ops.request_id import get_request_id
-from workflows import concurrency, dbclock, labels, limits, runtime
+from workflows import concurrency, dbclock, labels, limits, rollout, runtime
 from workflows.authoring import registry
 from workflows.engine import store, wake
 from workflows.engine.claim import Lease, db_now_param, lease_clock, lease_end
@@ -44,7 +44,8 @@ class NewInstance:
     priority: int = DEFAULT_PRIORITY
     labels: dict | None = None
     parent_pk: int | None = None  # a child of step.run_workflow, created in its parent's boundary
-    subject: str | None = None  # the user the instance is about (a user id), or None
+    subject: int | None = None  # the pk of the user the work is for (a wipe deletes it), or None
+    version: int | None = None  # None: the active version; else a registered one (a canary)
 
 
 @dataclass
@@ -64,11 +65,14 @@ def create_instance(new: NewInstance, lease: Lease | None = None) -> Created:
     """Create `new`, runnable now; with `lease`, its first task leased to `lease.owner` at once,
     as a claim would (instance_run_here), unless the workflow is capped (then it is queued and
     the runners' claims keep the cap). Raises the validation errors, WorkflowNotFound,
-    NoActiveDeployment and InstanceIdAlreadyExists."""
+    NoActiveDeployment, VersionNotFound, WorkflowDisabled and InstanceIdAlreadyExists."""
     now = runtime.now()
     limits.check_priority(new.priority)
-    version = known_active(new.workflow_name)
-    if version is not None and new.parent_pk is None and pgwire.postgres_autocommit():
+    version = known_active(new.workflow_name) if new.version is None else None
+    # The one statement writes the common case; a canary, a child or work for a user (their
+    # columns are not in it) take the ORM path.
+    plain = new.parent_pk is None and new.subject is None
+    if version is not None and plain and pgwire.postgres_autocommit():
         instance = _build(new, version, now)
         if lease is None:
             if _insert(instance, now):
@@ -82,8 +86,9 @@ def create_instance(new: NewInstance, lease: Lease | None = None) -> Created:
 def _create_with_orm(new: NewInstance, now, lease: Lease | None) -> Created:
     try:
         with transaction.atomic():
-            version = workflow_active_version(name=new.workflow_name)
-            remember_active(new.workflow_name, version)
+            version = version_for_new(new.workflow_name, new.version)
+            if new.version is None:
+                remember_active(new.workflow_name, version)
             instance = _build(new, version, now)
             if lease is not None and _capped(instance):
                 lease = None
@@ -113,6 +118,7 @@ def _build(new: NewInstance, version: int, now) -> WorkflowInstance:
         params=limits.check_json(new.params, what="params"),
         priority=limits.check_priority(new.priority),
         labels=labels.check_labels(new.labels),
+        subject_id=new.subject,
         request_id=get_request_id(),
         parent_id=new.parent_pk,
         created_at=now,
@@ -189,6 +195,22 @@ def workflow_active_version(*, name: str) -> int:
             active_version=active,
         )
     return active
+
+
+def version_for_new(name: str, version: int | None) -> int:
+    """The active version, or `version` when the caller names one (a canary beside the
+    pointer); refused with 409 `disabled` while the workflow is disabled (workflows.rollout)."""
+    if version is None:
+        chosen = workflow_active_version(name=name)
+    else:
+        chosen = rollout.check_version(name=name, version=version)
+    rollout.check_enabled(name=name)
+    return chosen
+
+
+def subject_pk(subject) -> int | None:
+    """`subject=` of a create: a user, a user's pk, or None (nobody's work)."""
+    return getattr(subject, "pk", subject)
 
 
 _seen: dict[str, int] = {}  # workflow name -> the active version this process last read

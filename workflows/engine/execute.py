@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from ops import tracing
-from workflows import decisions, durations, limits, runtime
+from workflows import decisions, limits, runtime
 from workflows.authoring import WorkflowDefinition, WorkflowEvent, registry
 from workflows.decisions import StepState
 from workflows.engine import compose, persist, wake
@@ -26,7 +26,7 @@ from workflows.errors import (
 )
 from workflows.fingerprint import code_fingerprint
 from workflows.models import StepStatus, StepType, TaskKind
-from workflows.step import Diverged, Halt, Step, Suspend
+from workflows.step import Diverged, Halt, Refused, Step, Suspend
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +114,17 @@ class Execution(Waits):
         self.guard = ReplayGuard(self.steps)  # replay divergence (engine/code_changes.py)
         self.creating: persist.Creating | None = None  # the first boundary creates the instance
         self.not_created = False  # ... and wrote nothing: every later commit raises NotCreated
+        self.refused: dict | None = None  # the database refused a boundary's values (decisions)
 
     # -- the run -----------------------------------------------------------------------------
 
     def run(self) -> str:
+        try:
+            return self._run()
+        except Refused as signal:
+            return self._fail_refused(signal.error)
+
+    def _run(self) -> str:
         event = WorkflowEvent(
             payload=self.loaded.params,
             instance_id=self.loaded.instance_id,
@@ -148,6 +155,8 @@ class Execution(Waits):
             return self._fail(exc)
         if self.fault is not None:  # workflow code swallowed the fault with BaseException
             raise self.fault
+        if self.refused is not None:  # ... or the refusal
+            raise Refused(self.refused)
         if self.guard.diverged is not None:  # workflow code swallowed it with BaseException
             return self._fail(self.guard.diverged.error)
         if self.suspended is not None:  # workflow code swallowed the signal with BaseException
@@ -196,7 +205,7 @@ class Execution(Waits):
         return self._fail_with(error)
 
     def _fail(self, exc: BaseException) -> str:
-        return self._fail_with(error_dict(exc))
+        return self._fail_with(error_dict(exc, with_traceback=False))  # the step row keeps it
 
     def _fail_with(self, error: dict) -> str:
         self.system("error", f"instance errored: {error['name']}: {error['message']}"[:2048])
@@ -208,6 +217,8 @@ class Execution(Waits):
         """persist.commit, refusing to go on once storage failed in this run."""
         if self.fault is not None:
             raise self.fault
+        if self.refused is not None:
+            raise Refused(self.refused)
         if self.not_created:
             raise NotCreated()
         try:
@@ -217,6 +228,33 @@ class Execution(Waits):
         except StorageFault as fault:
             self.fault = fault
             raise
+        except Exception as exc:
+            self.refused = decisions.refused_value(exc)
+            if self.refused is None:
+                raise
+            raise Refused(self.refused) from exc
+
+    def _fail_refused(self, error: dict) -> str:
+        """Fail the instance with the database's refusal at once instead of leaving the run to
+        be claimed again (and refused again) until it counts as a crash loop. Nothing of the
+        refused boundary was written; its logs are dropped and its steps stored as
+        decisions.refused_boundary_steps says, more strictly while the failure is refused too,
+        and at last the failure alone."""
+        self.refused = None
+        fingerprint, staged = self.pending.fingerprint, list(self.pending.steps.values())
+        mutated, now = bool(self.pending.mutations), runtime.now()
+        for strict, keep in ((False, True), (True, True), (True, False)):
+            self.pending.clear()
+            self.pending.fingerprint = fingerprint
+            for state in decisions.refused_boundary_steps(
+                staged if keep else (), error, now, strict=strict, mutated=mutated
+            ):
+                self._stage(state)
+            try:
+                return self._fail_with(error)
+            except Refused:
+                self.refused = None
+        raise RuntimeError(f"the database refused even the instance's failure: {error}")
 
     def _commit_creating(self, outcome) -> str:
         permission = persist.commit_creating(self.claim, self.creating, self.pending, outcome)
@@ -237,8 +275,12 @@ class Execution(Waits):
 
     def _count(self, name: str) -> None:
         self.counted.add(name)
-        if len(self.counted) > limits.STEPS_PER_RUN_MAX:
-            raise InvalidStep(f"a run may have at most {limits.STEPS_PER_RUN_MAX} steps")
+        most = limits.steps_per_run_max()
+        if len(self.counted) > most:
+            raise InvalidStep(
+                f"a run may have at most {most} steps (WORKFLOWS_STEPS_PER_RUN_MAX); sleeps are "
+                "not counted"
+            )
 
     def _existing(self, name: str, step_type: str) -> StepState | None:
         """The stored state of step `name` (None = new work). Every kind of step asks here, so
@@ -267,7 +309,9 @@ class Execution(Waits):
     def do(self, name, callback, *, retries, timeout):
         limits.check_step_name(name)
         policy = decisions.retry_policy(retries)
-        timeout_ms = decisions.DEFAULT_TIMEOUT_MS if timeout is None else durations.to_ms(timeout)
+        timeout_ms = (
+            decisions.DEFAULT_TIMEOUT_MS if timeout is None else limits.step_timeout_ms(timeout)
+        )
         state = self._existing(name, StepType.DO)
         self._count(name)
         now = runtime.now()
@@ -383,6 +427,12 @@ class Execution(Waits):
                 "warn",
                 f"step {state.name!r} attempt {attempt} failed: {state.error['name']}: "
                 f"{state.error['message']}; retry at {decision.at.isoformat()}"[:2048],
+                data={
+                    "step": state.name,
+                    "attempt": attempt,
+                    "retry_at": decision.at.isoformat(),
+                    "error": state.error["name"],
+                },
             )
             raise self._signal(decision.at, TaskKind.RETRY)
         state.status, state.completed_at = StepStatus.ERRORED, now
@@ -415,14 +465,13 @@ class Execution(Waits):
 
     def log(self, level: str, message, data, category: str) -> None:
         limits.check_log_message(message)
-        if category == "system":
-            raise InvalidStep('log category "system" is reserved for the engine')
+        limits.check_log_category(category)
         if data is not None:
             data = roundtrip(limits.check_json(data, what="log data"))
         self._log(level, message, data, category)
 
-    def system(self, level: str, message: str) -> None:
-        self._log(level, message, None, "system")
+    def system(self, level: str, message: str, data: dict | None = None) -> None:
+        self._log(level, message, data, "system")
 
     def _log(self, level, message, data, category) -> None:
         step_name, attempt = self.current or ("", None)

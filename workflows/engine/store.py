@@ -115,7 +115,8 @@ PICK_AND_CLAIM_UNCAPPED = _CLAIM_TEMPLATE.format(
 # come as two arrays so every create shares one text. The task is free (a runner claims it) or
 # leased at once to the caller, as a claim would (lease by the server's clock, fencing token 1).
 _CREATE_CTES = """d AS (
-    SELECT 1 FROM workflow_deployment WHERE workflow_name = %s AND active_version = %s
+    SELECT 1 FROM workflow_deployment
+    WHERE workflow_name = %s AND active_version = %s AND NOT disabled
 ), i AS (
     INSERT INTO workflow_instance (
         workflow_name, instance_id, version, status, run_number, params, output, error,

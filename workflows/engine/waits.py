@@ -3,7 +3,7 @@ Execution (execute.py) that suspends a run until a time or an event."""
 
 from datetime import UTC, datetime, timedelta
 
-from workflows import decisions, durations, limits, runtime
+from workflows import decisions, limits, runtime
 from workflows.decisions import StepState
 from workflows.engine import storage_faults
 from workflows.errors import InvalidStep, WaitForEventTimeout
@@ -17,10 +17,10 @@ class Waits:
     # -- sleeps ------------------------------------------------------------------------------
 
     def sleep(self, name, duration) -> None:
-        self._sleep(name, lambda now: now + durations.to_timedelta(duration))
+        self._sleep(name, lambda now: now + timedelta(milliseconds=limits.sleep_ms(duration)))
 
     def sleep_until(self, name, when) -> None:
-        self._sleep(name, lambda now: _aware(when))
+        self._sleep(name, lambda now: _until(when, now))
 
     def _sleep(self, name, wake_at_for) -> None:
         limits.check_step_name(name)
@@ -123,6 +123,16 @@ class EventResult(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def _until(when, now: datetime) -> datetime:
+    """sleep_until's wake time, at most WORKFLOWS_SLEEP_MAX from now."""
+    at = _aware(when)
+    ahead_ms = (at - now).total_seconds() * 1000
+    limits.check_sleep_ms(
+        int(ahead_ms), what=f"sleep_until {at.isoformat()} ({ahead_ms:.0f} ms ahead)"
+    )
+    return at
 
 
 def _aware(when) -> datetime:

@@ -124,6 +124,20 @@ class InstanceCreateSerializer(serializers.Serializer):
     params = serializers.JSONField(required=False, allow_null=True)
     priority = PriorityField(required=False, allow_null=True)
     labels = LabelsField(required=False, allow_null=True)
+    version = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        help_text="run this registered version instead of the active one (a canary)",
+    )
+    subject = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        max_length=150,
+        help_text="username of the user the work is for: wiping them deletes the instance "
+        "(400 unknown_subject for nobody)",
+    )
 
 
 class BatchItemSerializer(serializers.Serializer):
@@ -190,10 +204,6 @@ class InstanceDetailSerializer(serializers.Serializer):
 
 
 # --- actions and events ---------------------------------------------------------------------
-
-
-class EmptySerializer(serializers.Serializer):
-    """Action routes take no body (an empty JSON object is fine)."""
 
 
 class RestartSerializer(serializers.Serializer):
@@ -299,6 +309,7 @@ class ActiveVersionSerializer(serializers.Serializer):
     active_version = serializers.IntegerField()
     versions = serializers.ListField(child=serializers.IntegerField())
     updated_at = serializers.DateTimeField(allow_null=True)
+    disabled = serializers.BooleanField(help_text="new instances are refused with 409 disabled")
 
 
 # --- GET /v1/workflows/{name} ---------------------------------------------------------------

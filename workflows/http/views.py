@@ -1,9 +1,9 @@
 """HTTP API under /v1/workflows (routes in workflows/urls.py; rules in docs/workflows/http.md).
 
-Each view parses with the serializer next to it, calls a selector or an operation
-(workflows.http.operations: engine service + audit row) and renders. Scopes and policies come
-from permissions.py; Idempotency-Key from ops.idempotency; engine refusals map to HTTP statuses
-in one table, STATUS_BY_CODE.
+Each view parses with the serializer next to it, calls a selector or an action
+(workflows.actions: engine service + audit row) and renders. Scopes and policies come from
+permissions.py; Idempotency-Key from ops.idempotency; every refusal carries its own HTTP status
+(workflows.errors).
 """
 
 import functools
@@ -14,33 +14,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ops.idempotency import idempotent
-from workflows import labels, selectors, services
+from ops.userdata import subject_user
+from workflows import actions, labels, selectors, services
 from workflows.authoring import registry
-from workflows.errors import WorkflowError, WorkflowNotFound
-from workflows.http import operations, schema  # noqa: F401 - registers the auth schemes
+from workflows.errors import WorkflowNotFound
+from workflows.http import schema  # noqa: F401 - registers the auth schemes
 from workflows.http import serializers as s
 from workflows.http.pagination import keyset_page
 from workflows.http.permissions import workflows_permission
 from workflows.models import DEFAULT_PRIORITY, WorkflowDeployment, WorkflowInstance
-
-# The HTTP contract of every engine refusal (issue 6); unknown codes keep the engine's hint.
-STATUS_BY_CODE = {
-    "workflow_not_found": 404,
-    "version_not_found": 404,
-    "instance_not_found": 404,
-    "instance_id_already_exists": 409,
-    "no_active_deployment": 409,
-    "instance_terminal": 409,
-    "invalid_instance_id": 400,
-    "invalid_event_type": 400,
-    "invalid_payload": 400,
-    "invalid_priority": 400,
-    "invalid_duration": 400,
-    "invalid_step": 400,
-    "invalid_workflow": 400,
-    "invalid_labels": 400,
-    "unknown_step": 400,
-}
 
 ROW_SERIALIZERS = {
     "steps": s.StepRowSerializer,
@@ -72,9 +54,9 @@ def mutation(action: str, *, key_required: bool = False):
         def wrapper(view, request, *args, **kwargs):
             response = handler(view, request, *args, **kwargs)
             if getattr(request, "idempotency_replayed", False):
-                operations.audit(
+                actions.audit(
                     action=action.format(action=getattr(view, "action", "")),
-                    resource=operations.instance_resource(
+                    resource=actions.instance_resource(
                         kwargs.get("name", ""), kwargs.get("instance_id")
                     ),
                     request=request,
@@ -88,17 +70,12 @@ def mutation(action: str, *, key_required: bool = False):
 
 
 class WorkflowsView(APIView):
-    """Base: one scope per HTTP method, and the engine-error → status mapping."""
+    """Base: one scope per HTTP method."""
 
     scopes = {"GET": "read"}
 
     def get_permissions(self):
         return [workflows_permission(self.scopes.get(self.request.method, "read"))()]
-
-    def handle_exception(self, exc):
-        if isinstance(exc, WorkflowError):
-            exc.status = STATUS_BY_CODE.get(exc.code, exc.status)
-        return super().handle_exception(exc)
 
     def instance(self):
         return selectors.instance_get(
@@ -118,6 +95,7 @@ def active_version_body(name: str) -> dict:
         "active_version": active,
         "versions": registry.versions(name),
         "updated_at": row.updated_at if row else None,
+        "disabled": bool(row and row.disabled),
     }
 
 
@@ -180,12 +158,14 @@ class InstanceListCreateView(WorkflowsView):
     def post(self, request, name):
         body = s.InstanceCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        instance = operations.instance_create(
+        instance = actions.do_create(
             workflow_name=name,
             instance_id=body.validated_data.get("id"),
             params=body.validated_data.get("params"),
             priority=body.validated_data.get("priority", DEFAULT_PRIORITY),
             labels=body.validated_data.get("labels"),
+            version=body.validated_data.get("version"),
+            subject=subject_user(body.validated_data.get("subject")),
             request=request,
         )
         return Response(summary(instance), status=201)
@@ -205,7 +185,7 @@ class InstanceBatchView(WorkflowsView):
     def post(self, request, name):
         body = s.InstanceBatchSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        created = operations.instance_create_batch(
+        created = actions.do_create_batch(
             workflow_name=name, items=body.validated_data["instances"], request=request
         )
         result = {"instances": [summary(i) for i in created]}
@@ -229,8 +209,8 @@ class InstanceDetailView(WorkflowsView):
 
 
 class InstanceActionView(WorkflowsView):
-    """pause | resume | terminate | restart: one subclass per action (ACTION_VIEWS below), so
-    each has its own summary and operation id in the schema."""
+    """pause | resume | terminate | restart | retry-now | skip-wait: one subclass per action
+    (ACTION_VIEWS below), so each has its own summary and operation id in the schema."""
 
     scopes = {"POST": "manage"}
     action = "pause"
@@ -242,7 +222,7 @@ class InstanceActionView(WorkflowsView):
     )
     @mutation("workflow_instance.{action}")
     def post(self, request, name, instance_id):
-        instance = operations.instance_action(
+        instance = actions.do_instance_action(
             instance=self.instance(), action=self.action, request=request
         )
         body = {"ok": True, "details": selectors.instance_details(instance)}
@@ -263,9 +243,8 @@ class InstanceRestartActionView(InstanceActionView):
     def post(self, request, name, instance_id):
         body = s.RestartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        instance = operations.instance_action(
+        instance = actions.do_restart(
             instance=self.instance(),
-            action="restart",
             request=request,
             from_step=body.validated_data.get("from_step"),
         )
@@ -277,13 +256,15 @@ ACTION_SUMMARIES = {
     "resume": "Resume a paused instance",
     "terminate": "Terminate an instance (nothing runs again)",
     "restart": "Restart an instance as a new run",
+    "retry_now": "Retry the step waiting in backoff now (409 not_in_backoff)",
+    "skip_wait": "End the current sleep now (409 not_sleeping)",
 }
 ACTION_VIEWS = {
     action: extend_schema_view(
         post=extend_schema(summary=summary, operation_id=f"workflows_instance_{action}")
     )(
         type(
-            f"Instance{action.capitalize()}View",
+            f"Instance{action.title().replace('_', '')}View",
             (InstanceRestartActionView if action == "restart" else InstanceActionView,),
             {"action": action},
         )
@@ -307,7 +288,7 @@ class InstanceEventView(WorkflowsView):
         body = s.EventCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         instance = self.instance()
-        operations.event_send(
+        actions.do_send_event(
             instance=instance,
             event_type=body.validated_data["type"],
             payload=body.validated_data.get("payload"),
@@ -366,7 +347,7 @@ class RunnerTickView(WorkflowsView):
     def post(self, request):
         body = s.TickSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        processed = operations.runner_tick(**body.validated_data, request=request)
+        processed = actions.do_runner_tick(**body.validated_data, request=request)
         return Response({"processed": processed})
 
 
@@ -392,7 +373,28 @@ class ActivateVersionView(WorkflowsView):
     )
     @mutation("workflow.version_activate")
     def post(self, request, name, version):
-        operations.version_activate(workflow_name=name, version=version, request=request)
+        actions.do_activate_version(workflow_name=name, version=version, request=request)
+        return Response(active_version_body(name))
+
+
+class WorkflowSwitchView(WorkflowsView):
+    """POST …/disable | …/enable (workflows.rollout): new instances refused or accepted again."""
+
+    scopes = {"POST": "manage"}
+    switch = action = "disable"  # as_view() sets both: the route and the audit action
+
+    @extend_schema(
+        request=None,
+        parameters=[idempotency_header(False)],
+        responses={200: s.ActiveVersionSerializer, **ERRORS},
+        summary="Disable (refuse new instances) or enable a workflow",
+    )
+    @mutation("workflow.{action}")
+    def post(self, request, name):
+        action = (
+            actions.do_disable_workflow if self.switch == "disable" else actions.do_enable_workflow
+        )
+        action(name=name, request=request)
         return Response(active_version_body(name))
 
 
@@ -419,7 +421,7 @@ class SchedulesActionView(WorkflowsView):
     )
     @mutation("workflow.schedules_{action}")
     def post(self, request, name):
-        operations.schedules_action(workflow_name=name, action=self.action, request=request)
+        actions.do_schedules(workflow_name=name, action=self.action, request=request)
         return Response(selectors.workflow_detail(workflow_name=name))
 
 

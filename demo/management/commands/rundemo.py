@@ -15,6 +15,7 @@ from importlib import import_module
 
 import httpx
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
@@ -121,9 +122,15 @@ class Command(BaseCommand):
         instance is restarted if an earlier `make run` finished it, so its command works."""
         import_module(EXAMPLE_MODULE)
         workflow = get_workflow(EXAMPLE_WORKFLOW)
-        batch = [{"id": f"demo-{n}", "params": {"user": DEMO_USER}} for n in (2, 3)]
+        # Work done for the demo user: wiping them (the console's Wipe all data) deletes it.
+        subject = get_user_model().objects.get(username=DEMO_USER).pk
+        batch = [
+            {"id": f"demo-{n}", "params": {"user": DEMO_USER}, "subject": subject} for n in (2, 3)
+        ]
         banner = {"user": DEMO_USER, "confirm_within": BANNER_WAIT}
-        workflow.create_batch([{"id": BANNER_INSTANCE, "params": banner}, *batch])
+        workflow.create_batch(
+            [{"id": BANNER_INSTANCE, "params": banner, "subject": subject}, *batch]
+        )
         instance = workflow.get(BANNER_INSTANCE)
         if instance.status() in TERMINAL_STATUSES:
             instance.restart()

@@ -1,5 +1,5 @@
 """manage.py workflows: the vitalflow-wf views for an operator on the box, straight on the
-database (no web server, no key). Mutations go through workflows.http.operations, so they are
+database (no web server, no key). Mutations go through workflows.actions, so they are
 audit-logged like the API's (actor "system:manage.py").
 
     ./manage.py workflows list
@@ -8,9 +8,15 @@ audit-logged like the API's (actor "system:manage.py").
     ./manage.py workflows history --workflow lab-report --id upload-42 --include-logs
     ./manage.py workflows create --workflow lab-report --params '{"upload_id": "42"}'
     ./manage.py workflows pause|resume|restart|terminate --workflow lab-report --id upload-42
+    ./manage.py workflows restart --workflow lab-report --id upload-42 --from-step store
+    ./manage.py workflows retry-now|skip-wait --workflow lab-report --id upload-42
+    ./manage.py workflows bulk restart --workflow lab-report --status errored --newer-than 1h
     ./manage.py workflows send-event --workflow lab-report --id upload-42 --type lab_report
     ./manage.py workflows activate --workflow lab-report --version 2
     ./manage.py workflows gc [--dry-run]
+    ./manage.py workflows create --workflow lab-report --version 3   # a canary beside the pointer
+    ./manage.py workflows disable|enable --workflow lab-report [--reason "..."]
+    ./manage.py workflows check-replay [--workflow lab-report]
 """
 
 import json
@@ -19,13 +25,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ops.errors import ApiError
-from workflows import gc, selectors
+from ops.userdata import subject_user
+from workflows import actions, replay_check, selectors
+from workflows.bulk import BULK_ACTIONS, bulk_filters_clean, instances_matching
 from workflows.cli import describe, fmt_log, wait_reason
-from workflows.http import operations
 from workflows.http.serializers import LogRowSerializer
 
 ACTOR = "system:manage.py"
-ACTIONS = ("pause", "resume", "restart", "terminate")
+ACTIONS = ("pause", "resume", "restart", "terminate", "retry-now", "skip-wait")
 
 
 def _json_arg(raw: str | None, flag: str):
@@ -63,6 +70,8 @@ class Command(BaseCommand):
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--id", "-i")
         p.add_argument("--params", "-p")
+        p.add_argument("--version", type=int, dest="workflow_version", help="canary version")
+        p.add_argument("--subject", help="username of the user the work is for")
         for action in ACTIONS:
             p = one(action, f"{action} an instance")
             if action == "restart":
@@ -73,9 +82,24 @@ class Command(BaseCommand):
         p = sub.add_parser("gc", help="delete finished instances past retention (see workflows.gc)")
         p.add_argument("--dry-run", action="store_true", help="print what would be deleted")
         p.add_argument("--batch-size", type=int, help="instances per transaction")
+        p = sub.add_parser("bulk", help="an action on every instance a filter matches, as a job")
+        p.add_argument("bulk_action", choices=sorted(BULK_ACTIONS))
+        p.add_argument("--workflow", "-w", required=True)
+        p.add_argument("--status", "-s", action="append", help="repeatable")
+        p.add_argument("--since", help="created at or after (ISO date-time)")
+        p.add_argument("--until", help="created before (ISO date-time)")
+        p.add_argument("--newer-than", help='e.g. "1h"')
+        p.add_argument("--label", "-l", action="append", help="key:value (repeatable)")
+        p.add_argument("--dry-run", action="store_true", help="only count the instances")
         p = sub.add_parser("activate", help="make a version the one new instances run")
         p.add_argument("--workflow", "-w", required=True)
         p.add_argument("--version", type=int, required=True, dest="workflow_version")
+        for switch in ("disable", "enable"):
+            p = sub.add_parser(switch, help=f"{switch} new instances of a workflow (audited)")
+            p.add_argument("--workflow", "-w", required=True)
+            p.add_argument("--reason", default="")
+        p = sub.add_parser("check-replay", help="live instances the code now would not replay")
+        p.add_argument("--workflow", "-w")
 
     def handle(self, *args, command, **options):
         handler = getattr(self, "cmd_" + command.replace("-", "_"), None)
@@ -104,7 +128,9 @@ class Command(BaseCommand):
                 self.say(f"  schedule {sched['cron']!r} ({sched['timezone']}): {state}")
 
     def cmd_gc(self, options):
-        report = gc.gc_run(dry_run=options["dry_run"], batch_size=options["batch_size"])
+        report = actions.do_gc(
+            dry_run=options["dry_run"], batch_size=options["batch_size"], actor=ACTOR
+        )
         verb = "would delete" if report.dry_run else "deleted"
         if not report.targets:
             self.say("no retention configured: finished instances are kept forever")
@@ -119,8 +145,6 @@ class Command(BaseCommand):
         if settings.WORKFLOWS_LOG_RETENTION:
             keep = selectors.retention_text(settings.WORKFLOWS_LOG_RETENTION)
             self.say(f"log lines older than {keep}: {verb} {report.log_lines_pruned}")
-        if not report.dry_run:
-            gc.gc_record(report, actor=ACTOR)
 
     def cmd_instances(self, options):
         rows = selectors.instances_for_list(
@@ -165,20 +189,35 @@ class Command(BaseCommand):
                 self.say("  " + fmt_log(line))
 
     def cmd_create(self, options):
-        instance = operations.instance_create(
+        instance = actions.do_create(
             workflow_name=options["workflow"],
             instance_id=options["id"],
             params=_json_arg(options["params"], "--params"),
+            version=options.get("workflow_version"),
+            subject=subject_user(options["subject"]),
             actor=ACTOR,
         )
+        canary = f" (v{instance.version})" if options.get("workflow_version") else ""
         self.say(
-            f"created {instance.instance_id}  {describe(selectors.instance_details(instance))}"
+            f"created {instance.instance_id}{canary}  {describe(selectors.instance_details(instance))}"
         )
+
+    def cmd_disable(self, options):
+        actions.do_disable_workflow(name=options["workflow"], actor=ACTOR, reason=options["reason"])
+        self.say(f"{options['workflow']} disabled: new instances are refused")
+
+    def cmd_enable(self, options):
+        actions.do_enable_workflow(name=options["workflow"], actor=ACTOR, reason=options["reason"])
+        self.say(f"{options['workflow']} enabled: new instances are accepted")
+
+    def cmd_check_replay(self, options):
+        for line in replay_check.report(replay_check.check(workflow_name=options["workflow"])):
+            self.say(line)
 
     def cmd_action(self, action, options):
         extra = {"from_step": options["from_step"]} if options.get("from_step") else {}
-        instance = operations.instance_action(
-            instance=self._instance(options), action=action, actor=ACTOR, **extra
+        instance = actions.do_instance_action(
+            instance=self._instance(options), action=action.replace("-", "_"), actor=ACTOR, **extra
         )
         self.say(
             f"{action} {instance.instance_id}: {describe(selectors.instance_details(instance))}"
@@ -186,7 +225,7 @@ class Command(BaseCommand):
 
     def cmd_send_event(self, options):
         instance = self._instance(options)
-        operations.event_send(
+        actions.do_send_event(
             instance=instance,
             event_type=options["type"],
             payload=_json_arg(options["payload"], "--payload"),
@@ -199,7 +238,29 @@ class Command(BaseCommand):
         )
 
     def cmd_activate(self, options):
-        operations.version_activate(
+        actions.do_activate_version(
             workflow_name=options["workflow"], version=options["workflow_version"], actor=ACTOR
         )
         self.say(f"activated {options['workflow']} v{options['workflow_version']}")
+
+    def cmd_bulk(self, options):
+        action = options["bulk_action"]
+        raw = {
+            "workflow": options["workflow"],
+            "status": options["status"],
+            "since": options["since"],
+            "until": options["until"],
+            "newer_than": options["newer_than"],
+            "label": options["label"],
+        }
+        raw = {key: value for key, value in raw.items() if value}
+        if options["dry_run"]:
+            count = instances_matching(bulk_filters_clean(raw), action).count()
+            self.say(f"{action} would touch {count} instance(s)")
+            return
+        # On the box the job runs here, chunk by chunk; its progress is on the console too.
+        job = actions.do_bulk(action=action, filters=raw, actor=ACTOR, inline=True)
+        self.say(
+            f"bulk job {job.pk} {action}: {job.state}, {job.done} done, {job.failed} failed "
+            f"of {job.total}"
+        )
