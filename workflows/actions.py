@@ -16,8 +16,9 @@ from ops import bulk
 from ops.errors import ApiError
 from ops.models import AuditLog, BulkJob
 from ops.services import actor_for, audit_log_write
-from workflows import gc, recovery, rollout, runner, services, triggers
+from workflows import gc, recovery, rollout, services, triggers
 from workflows.bulk import BULK_ACTIONS, bulk_filters_clean
+from workflows.engine import tick
 from workflows.errors import InvalidBulkFilter
 from workflows.models import WorkflowInstance
 
@@ -261,7 +262,7 @@ def do_runner_tick(*, max_instances: int = 10, max_steps=None, request=None, act
         actor=actor,
         atomic=False,  # the tick commits every step boundary on its own
     ) as facts:
-        processed = runner.tick(max_instances=max_instances, max_steps=max_steps)
+        processed = tick(max_instances=max_instances, max_steps=max_steps)
         facts["processed"] = processed
         return processed
 

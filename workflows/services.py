@@ -31,6 +31,7 @@ from workflows.engine.create import (
     subject_pk,
     validate,
     version_for_new,
+    workflow_active_version,  # noqa: F401 - the services' read
 )
 from workflows.engine.create import new_task as _new_task
 from workflows.engine.create import slot as _slot

@@ -4,6 +4,7 @@ with a NewInstance, which carries the subject the caller named."""
 
 import pytest
 
+from tests.factories import UserFactory
 from workflows import services, triggers, workflow
 from workflows.engine import create, here
 from workflows.engine.create import NewInstance
@@ -46,11 +47,12 @@ def asked(monkeypatch):
 
 
 def test_the_api_create_a_batch_and_an_idempotent_create_go_through_create_instance(harness, asked):
-    services.instance_create(workflow_name="road-leaf", instance_id="a", subject="user-7")
+    user = UserFactory()
+    services.instance_create(workflow_name="road-leaf", instance_id="a", subject=user)
     services.instance_create_batch(workflow_name="road-leaf", items=[{"id": "b"}, {"id": "c"}])
     services.instance_create_once(workflow_name="road-leaf", idempotency_key="k", instance_id="d")
     assert [(n.instance_id, n.subject) for n in asked] == [
-        ("a", "user-7"),
+        ("a", user.pk),
         ("b", None),
         ("c", None),
         ("d", None),
@@ -83,4 +85,4 @@ def test_run_here_creates_through_create_instance_with_its_lease(harness, asked)
 
 def test_a_new_instance_carries_no_subject_unless_given():
     assert NewInstance(workflow_name="w").subject is None
-    assert NewInstance(workflow_name="w", subject="user-1").subject == "user-1"
+    assert NewInstance(workflow_name="w", subject=7).subject == 7

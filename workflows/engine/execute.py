@@ -15,6 +15,7 @@ from workflows.engine import compose, persist, wake
 from workflows.engine.callbacks import run_inline, run_watched
 from workflows.engine.claim import VERSION_MISSING_RETRY, Claim, Loaded, renew
 from workflows.engine.code_changes import ReplayGuard, fingerprint_check
+from workflows.engine.refusals import Refusals
 from workflows.engine.results import error_dict, roundtrip
 from workflows.engine.storage_faults import StorageFault
 from workflows.engine.waits import Waits
@@ -91,7 +92,7 @@ def max_recovery_attempts() -> int:
     return int(getattr(settings, "WORKFLOWS_MAX_RECOVERY_ATTEMPTS", 10))
 
 
-class Execution(Waits):
+class Execution(Waits, Refusals):
     def __init__(
         self, claim: Claim, loaded: Loaded, definition: WorkflowDefinition, *, threaded, budget
     ):
@@ -233,28 +234,6 @@ class Execution(Waits):
             if self.refused is None:
                 raise
             raise Refused(self.refused) from exc
-
-    def _fail_refused(self, error: dict) -> str:
-        """Fail the instance with the database's refusal at once instead of leaving the run to
-        be claimed again (and refused again) until it counts as a crash loop. Nothing of the
-        refused boundary was written; its logs are dropped and its steps stored as
-        decisions.refused_boundary_steps says, more strictly while the failure is refused too,
-        and at last the failure alone."""
-        self.refused = None
-        fingerprint, staged = self.pending.fingerprint, list(self.pending.steps.values())
-        mutated, now = bool(self.pending.mutations), runtime.now()
-        for strict, keep in ((False, True), (True, True), (True, False)):
-            self.pending.clear()
-            self.pending.fingerprint = fingerprint
-            for state in decisions.refused_boundary_steps(
-                staged if keep else (), error, now, strict=strict, mutated=mutated
-            ):
-                self._stage(state)
-            try:
-                return self._fail_with(error)
-            except Refused:
-                self.refused = None
-        raise RuntimeError(f"the database refused even the instance's failure: {error}")
 
     def _commit_creating(self, outcome) -> str:
         permission = persist.commit_creating(self.claim, self.creating, self.pending, outcome)
