@@ -1,170 +1,31 @@
-"""vitalflow settings: one module, everything read from the environment with safe local defaults."""
+"""vitalflow settings: one module, everything read from the environment with safe local defaults
+(config/env.py reads it, config/database.py turns DATABASE_URL into DATABASES)."""
 
 import contextlib
 import os
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from ops.durations import DurationError, parse_timedelta
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-# A checkout keeps its data next to manage.py; an installed wheel (no manage.py beside the
-# packages in site-packages) keeps it under the working directory instead.
-PROJECT_ROOT = BASE_DIR if (BASE_DIR / "manage.py").exists() else Path.cwd()
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool = False) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in ("1", "true"):
-        return True
-    if raw.lower() in ("0", "false"):
-        return False
-    raise ImproperlyConfigured(f"{name} must be one of 1/0/true/false, got {raw!r}")
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
-
-
-def env_float(name: str, default: float | None) -> float | None:
-    """A number; empty turns it off (None)."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    if raw == "":
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
-
-
-def env_duration(name: str, default: str | None) -> timedelta | None:
-    """A duration in the project's grammar ("90s", "2 hours", "7d"); unset gives `default`."""
-    raw = os.environ.get(name) or default
-    if raw is None:
-        return None
-    try:
-        return parse_timedelta(raw)
-    except DurationError as exc:
-        raise ImproperlyConfigured(f"{name}: {exc}") from None
-
-
-def env_retention(name: str) -> dict[str, timedelta] | None:
-    """How long finished workflow instances are kept: "30 days" for every finished status, or
-    "complete=30 days,errored=90 days,terminated=30 days"; unset keeps them forever."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    statuses = ("complete", "errored", "terminated")
-    try:
-        if "=" not in raw:
-            return dict.fromkeys(statuses, parse_timedelta(raw))
-        out = {}
-        for item in raw.split(","):
-            status, _, duration = item.partition("=")
-            if status.strip() not in statuses:
-                raise DurationError(f"{status.strip()!r} is not one of {', '.join(statuses)}")
-            out[status.strip()] = parse_timedelta(duration)
-        return out
-    except DurationError as exc:
-        raise ImproperlyConfigured(f"{name}: {exc}") from None
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-# SQLAlchemy-style spellings people paste from other tools; same Django backend.
-for _scheme in ("postgresql+psycopg", "postgres+psycopg", "postgresql+psycopg2"):
-    dj_database_url.register(_scheme, "django.db.backends.postgresql")
-
-
-def database_from_url(url: str) -> dict:
-    """DATABASE_URL through dj-database-url: postgres://user:pass@host:port/name?opt=v,
-    postgresql+psycopg://…, a socket folder as host (postgres://u@%2Frun%2Fpostgresql/name or
-    ?host=/run/postgresql), sqlite:///relative/file.sqlite3 or sqlite:////absolute/file."""
-    try:
-        parsed = dj_database_url.parse(
-            url,
-            # Persistent connections: django-q2 otherwise reconnects for every broker operation.
-            conn_max_age=env_int("CONN_MAX_AGE", 600),
-            conn_health_checks=True,
-        )
-    except (ValueError, dj_database_url.UnknownSchemeError) as exc:
-        raise ImproperlyConfigured(f"DATABASE_URL is not usable: {exc}") from None
-    engine = parsed["ENGINE"]
-    if engine == "django.db.backends.sqlite3":
-        name = Path(parsed["NAME"])
-        # Relative to the project (a checkout) or the working directory (an installed wheel),
-        # like var/: every process of one deployment then opens the same file.
-        return sqlite_database(str(name if name.is_absolute() else PROJECT_ROOT / name))
-    if engine != "django.db.backends.postgresql":
-        raise ImproperlyConfigured(f"DATABASE_URL engine {engine} is not supported (PostgreSQL)")
-    # Bounds on a connection that goes silent (below); the URL's query may override each.
-    options = parsed["OPTIONS"] = {**postgres_connection_bounds(), **parsed.get("OPTIONS", {})}
-    if not parsed.get("HOST") and options.get("host"):
-        parsed["HOST"] = options.pop("host")  # ?host=/run/postgresql: a socket folder
-    parsed["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME") or None}
-    return dict(parsed)
-
-
-# --- Database connection bounds (PostgreSQL) ---------------------------------------------------
-# A connection that goes silent (a network partition: no FIN, no RST) fails within about 30 s
-# instead of waiting out TCP's two hours. libpq's documented parameters, set on every connection:
-# - connect_timeout: a database that accepts TCP but never answers fails the connect in seconds;
-# - keepalives: an idle connection is probed after DB_KEEPALIVES_IDLE s, every
-#   DB_KEEPALIVES_INTERVAL s, and dropped after DB_KEEPALIVES_COUNT unanswered probes (25 s);
-# - tcp_user_timeout: one whose sent data stays unacknowledged for DB_TCP_USER_TIMEOUT_MS
-#   (a statement sent into a partition) is dropped.
-# Where the far kernel still acknowledges (a frozen server, a proxy that lost its upstream) TCP
-# cannot tell: worker processes also cut a round trip silent for DB_ROUND_TRIP_SECONDS
-# (ops.dbwatch; 0 turns it off; it must exceed the longest statement a worker runs).
-# docs/liveness.md › Silent connections.
-def postgres_connection_bounds() -> dict:
-    return {
-        "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
-        "keepalives": 1 if env_bool("DB_KEEPALIVES", True) else 0,
-        "keepalives_idle": env_int("DB_KEEPALIVES_IDLE", 10),
-        "keepalives_interval": env_int("DB_KEEPALIVES_INTERVAL", 5),
-        "keepalives_count": env_int("DB_KEEPALIVES_COUNT", 3),
-        "tcp_user_timeout": env_int("DB_TCP_USER_TIMEOUT_MS", 30_000),
-    }
-
+from config.database import (  # noqa: F401 - database_from_url and sqlite_database for callers
+    BASE_DIR,
+    PROJECT_ROOT,
+    database_from_url,
+    postgres_connection_bounds,
+    sqlite_database,
+)
+from config.env import (  # noqa: F401 - every helper, for callers and the settings below
+    env_bool,
+    env_duration,
+    env_float,
+    env_int,
+    env_list,
+    env_retention,
+    env_str,
+)
 
 DB_ROUND_TRIP_SECONDS = float(env_str("DB_ROUND_TRIP_SECONDS", "30"))
-
-
-def sqlite_database(path: str) -> dict:
-    return {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": path,
-        "CONN_MAX_AGE": env_int("CONN_MAX_AGE", 600),
-        "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": {
-            # WAL lets readers run beside the writer; IMMEDIATE takes the write lock at BEGIN so
-            # two writers queue on the busy timeout instead of failing with "database is locked".
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        },
-    }
-
 
 SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 # Off by default: with DEBUG on, Django answers errors with HTML pages instead of the JSON contract.
