@@ -1,5 +1,5 @@
-"""App config: imports workflow definitions once Django is ready; registers gauges, schedules and
-the bulk action kinds."""
+"""App config: imports workflow definitions once Django is ready; registers gauges, schedules,
+the runners' work (liveness), the user data and the bulk action kinds."""
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -30,6 +30,11 @@ class WorkflowsConfig(AppConfig):
             Spec("workflows-sweep", "workflows.tasks.sweep", Schedule.MINUTES, minutes=1)
         )
         schedule_register(Spec("workflows-gc", "workflows.tasks.gc", Schedule.DAILY, at=time(4, 0)))
+
+        from ops.liveness import RUNNER, work_register
+        from workflows.selectors import runner_work_waiting_since
+
+        work_register(RUNNER, runner_work_waiting_since)  # a runner that writes nothing is stuck
 
         from workflows import userdata
 

@@ -7,7 +7,7 @@ in models.py back each list. Nothing here writes.
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 
 from workflows import cron, runtime
 from workflows.authoring import registry
@@ -342,3 +342,18 @@ def schedules_describe(workflow_name: str) -> list[dict]:
             }
         )
     return out
+
+
+def runner_work_waiting_since(*, now=None):
+    """Since when the oldest task a runner could claim now has been due (ops.liveness: a runner
+    that beats but writes no boundary while this is old is stuck): a free task since its run_at,
+    a leased one whose lease ran out since the later of the two. Capped workflows' tasks are
+    left out: a full group holds them back on purpose. None when nothing is due."""
+    now = now or runtime.now()
+    due = WorkflowTask.objects.filter(
+        run_at__isnull=False, run_at__lte=now, concurrency_limit__isnull=True
+    )
+    free = due.filter(Q(locked_until__isnull=True)).aggregate(at=Min("run_at"))["at"]
+    lapsed = due.filter(locked_until__lte=now).aggregate(at=Min("locked_until"))["at"]
+    found = [at for at in (free, lapsed) if at is not None]
+    return min(found) if found else None

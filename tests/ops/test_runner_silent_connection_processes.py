@@ -130,11 +130,6 @@ def test_a_runner_whose_connection_goes_silent_after_a_boundary_drops_it_and_com
     assert WorkflowInstance.objects.get(instance_id="silent").output == 3  # 0 + 1 + 2
 
 
-@pytest.mark.skip(
-    reason="waits for the workflow engine restructure: the runner reports "
-    "ops.liveness.progress_mark() at each boundary written and workflows registers its due "
-    "tasks as a runner's work (work_register(RUNNER, ...))"
-)
 def test_a_runner_that_beats_but_writes_no_boundary_while_a_task_is_due_is_shown_stuck(
     runner, proxy, admin_client, tmp_path
 ):

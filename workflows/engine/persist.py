@@ -19,6 +19,7 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from ops import pgwire
+from ops.liveness import progress_mark
 from workflows import runtime
 from workflows.decisions import (
     DISCARD,
@@ -161,6 +162,7 @@ def _commit(claim: Claim, pending: Pending, outcome) -> str:
 
 
 def _committed(pending: Pending, permission: str) -> str:
+    progress_mark()  # a boundary written: this runner progresses (ops.liveness)
     after = list(pending.after_commit)
     pending.clear()
     for fn in after:
