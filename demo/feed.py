@@ -36,7 +36,10 @@ def minute(*, username: str, now: datetime, previous: datetime) -> list[dict]:
     today = payloads.local_day(now)
     deliveries = []
     if payloads.local_day(previous) != today:
-        deliveries.append(payloads.daily_payload(username, payloads.local_day(previous)))
+        finished = payloads.local_day(previous)
+        # The finished day's final totals, unless the last post (in its last minute) sent them.
+        if payloads.day_fraction(finished, previous) < 1:
+            deliveries.append(payloads.daily_payload(username, finished))
         deliveries += [payloads.data_payload(kind, username, today) for kind in NEW_DAY_TYPES]
     deliveries.append(payloads.daily_payload(username, today, as_of=now))
     return deliveries

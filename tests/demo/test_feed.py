@@ -76,3 +76,20 @@ def test_todays_steps_grow_minute_by_minute_and_end_at_the_full_day(webhook):
     assert DailySummary.objects.get(date=day).steps == full
     assert DailySummary.objects.filter(date=day + timedelta(days=1)).exists()
     assert SleepSession.objects.filter(user__username="demo").count() == 2
+
+
+def test_the_minute_after_a_days_last_minute_sends_no_duplicate_of_its_final_totals(webhook):
+    # Seen in CI's clock: the post at 23:59 already carried the day's full totals, so the
+    # midnight post's "finished day" was a byte-identical duplicate.
+    day = datetime(2026, 7, 1, tzinfo=UTC).date()
+    last_minute = datetime(2026, 7, 1, 23, 59, 30, tzinfo=payloads.DEMO_TZ)
+    webhook(feed.backlog(username="demo", days=1, now=last_minute - timedelta(minutes=1)))
+    webhook(
+        feed.minute(username="demo", now=last_minute, previous=last_minute - timedelta(minutes=1))
+    )
+    full = payloads.daily_payload("demo", day)["data"][0]["distance_data"]["steps"]
+    assert DailySummary.objects.get(date=day).steps == full
+    counts = webhook(
+        feed.minute(username="demo", now=last_minute + timedelta(minutes=1), previous=last_minute)
+    )
+    assert counts == {"accepted": 4}  # the new day's sleep, activity, body and daily
