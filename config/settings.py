@@ -333,6 +333,9 @@ SPECTACULAR_SETTINGS = {
 # GET /metrics needs an operator key with the metrics:read scope unless this is true (a scrape
 # from a private network only). Multiprocess counters: PROMETHEUS_MULTIPROC_DIR (serve sets it).
 METRICS_PUBLIC = env_bool("METRICS_PUBLIC", False)
+# Console pages that refresh themselves (ops/static/ops/console.js) poll this often while
+# something is in flight.
+CONSOLE_LIVE_INTERVAL_MS = env_int("CONSOLE_LIVE_INTERVAL_MS", 3000)
 
 LOGIN_URL = "/admin/login/"
 

@@ -279,5 +279,5 @@ def live_context(*, url: str, state: dict) -> dict:
         "url": url,
         "stamp": state["stamp"],
         "in_flight": state["in_flight"],
-        "interval": int(getattr(settings, "CONSOLE_LIVE_INTERVAL_MS", 3000)),
+        "interval": settings.CONSOLE_LIVE_INTERVAL_MS,
     }
