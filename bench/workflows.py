@@ -23,7 +23,7 @@ and 4 `runworkflows` processes and of 2 processes x 4 threads over 2,000 instanc
 beside DBOS's queue worker draining as many enqueued workflows; and
 wake latency after a 1 s sleep (p50/p99). Throughput rows also print the CPU per workflow of
 the runner processes and of their PostgreSQL backends (from /proc), steadier than wall time on a
-shared machine. Fleet (issue 13): the claim rate of 4 runners with a concurrency cap set (global
+shared machine. Fleet: the claim rate of 4 runners with a concurrency cap set (global
 cap, and a cap per key) beside the same runners with no cap, cron fire lateness (p50/p99 over 30
 minutely schedules), and GC of 100,000 finished instances (instances/s and rows/s) while 2
 runners keep running, with their throughput before and during the GC.
@@ -877,7 +877,7 @@ def gc_while_running(finished: int, backlog: int) -> None:
     connections.close_all()
 
 
-# -- wake latency and idle CPU under `make run` (issue 9 item 5) ---------------------------------
+# -- wake latency and idle CPU under `make run` -------------------------------------------------
 
 
 def makerun_database() -> str:

@@ -1,5 +1,5 @@
-"""Big deliveries are parsed as a stream that keeps only what their normalizer reads (issue 10
-§6): the rows they write are the ones the whole parse writes, their memory is a fraction of
+"""Big deliveries are parsed as a stream that keeps only what their normalizer reads:
+the rows they write are the ones the whole parse writes, their memory is a fraction of
 the body's, and what cannot be parsed is classified as before."""
 
 import copy

@@ -1,4 +1,4 @@
-"""Many rows per consume task (issue 15): on the ORM broker deliveries share a queued consume
+"""Many rows per consume task: on the ORM broker deliveries share a queued consume
 task instead of queueing one each, and that task drains them in batches. django-q2's own cost
 per task capped a 2-worker cluster below the webhook's rate, whatever the task did."""
 

@@ -1,4 +1,4 @@
-"""The consumer's state machine (DESIGN §4): processed, skipped, parked, retrying → dead, claims
+"""The consumer's state machine: processed, skipped, parked, retrying → dead, claims
 and no-op re-consumption."""
 
 from datetime import timedelta

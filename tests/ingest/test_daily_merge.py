@@ -1,4 +1,4 @@
-"""The merged daily row does not depend on arrival order (issue 10 §2): each scenario is
+"""The merged daily row does not depend on arrival order: each scenario is
 delivered through the signed webhook in every permutation and the resulting rows compared."""
 
 import copy

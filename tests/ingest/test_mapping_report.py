@@ -1,4 +1,4 @@
-"""Nothing that maps to nothing is called "processed" (issue 10 §3), deterministic errors park at
+"""Nothing that maps to nothing is called "processed", deterministic errors park at
 once, and the smaller points of §7 (last_webhook_at, sleep_efficiency on 0–100)."""
 
 from datetime import timedelta

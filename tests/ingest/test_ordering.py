@@ -1,4 +1,4 @@
-"""Newest data wins (issue 10 §1): every raw event keeps Terra's ordering time, and a record is
+"""Newest data wins: every raw event keeps Terra's ordering time, and a record is
 written by the delivery Terra emitted last, whatever order the deliveries arrive in."""
 
 from datetime import UTC, datetime, timedelta

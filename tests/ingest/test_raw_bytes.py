@@ -1,4 +1,4 @@
-"""Nothing signed is lost (issue 10 §4): every accepted delivery keeps its exact bytes, a signed
+"""Nothing signed is lost: every accepted delivery keeps its exact bytes, a signed
 body that is not a JSON object is stored and acknowledged as skipped:unparseable:<reason>, and
 numbers beyond float range never break a row or the operator's views."""
 

@@ -1,4 +1,4 @@
-"""Retries and recovery on time against a real qcluster on PostgreSQL (issue 10 §5): no drain
+"""Retries and recovery on time against a real qcluster on PostgreSQL: no drain
 schedule exists here, so only the in-cluster due poller can run these rows."""
 
 import os

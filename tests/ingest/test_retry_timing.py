@@ -1,4 +1,4 @@
-"""Retries and recovery on time (issue 10 §5), in process on both databases: due rows are found
+"""Retries and recovery on time, in process on both databases: due rows are found
 retries first, parked rows back off on their own clock, attempts count claims, and a row
 claimed MAX_ATTEMPTS times without an outcome (its worker was killed) ends dead."""
 

@@ -1,4 +1,4 @@
-"""`s3_payload` pings (issue 10 item 4, Terra's ping mode): the consumer downloads the referenced
+"""`s3_payload` pings (Terra's ping mode): the consumer downloads the referenced
 payload and it is processed as if delivered inline; URLs that are not HTTPS on Terra's hosts,
 that resolve to private or loopback addresses, that are too big or expired are refused and say
 why. Terra's bucket is mocked at the HTTP boundary (httpx.MockTransport)."""

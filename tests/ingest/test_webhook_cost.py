@@ -1,4 +1,4 @@
-"""What one accepted delivery costs the web process (issue 15): it skips the middleware a signed
+"""What one accepted delivery costs the web process: it skips the middleware a signed
 machine-to-machine POST has no use for, and on PostgreSQL with the ORM broker its row, its place in the
 queue (a consume ticket) and its traces are one statement: one round trip. Cost figures are printed by
 bench/ingest.py --accept-only; these tests pin the structure that produces them."""

@@ -1,4 +1,4 @@
-"""One list response shape for the API (issue 11, item 7), checked over the OpenAPI schema so a
+"""One list response shape for the API (item 7), checked over the OpenAPI schema so a
 new list endpoint cannot bring back another style: every paginated GET answers
 {"<items>": [...], "cursor": <str or null>, "has_next_page": <bool>}.
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry (issue 13, the `otel` extra): with an SDK configured, a workflow run, each step
+"""OpenTelemetry (the `otel` extra): with an SDK configured, a workflow run, each step
 attempt, the webhook request and the consumer's handling of that raw event become spans (the
 consumer's linked to the webhook's, both carrying the request id); without the package nothing
 is imported and nothing changes. Spans are read with the SDK's in-memory exporter."""

@@ -1,4 +1,4 @@
-"""What a packager reads (issue 11, item 5): the Apache-2.0 license with its text, a changelog,
+"""What a packager reads (item 5): the Apache-2.0 license with its text, a changelog,
 and the optional extras for S3 storage and OpenTelemetry."""
 
 import tomllib

@@ -1,4 +1,4 @@
-"""Workflows for the composition tests (issue 12): parallel, race, loop, child workflows,
+"""Workflows for the composition tests: parallel, race, loop, child workflows,
 restart from a step. Imported by the tests and loaded by runner subprocesses through
 WORKFLOWS_MODULES. Side effects go to params["trace"] (one line per callback execution)."""
 

@@ -1,4 +1,4 @@
-"""Workflows with cron schedules for the trigger tests (issue 13). Importing registers them:
+"""Workflows with cron schedules for the trigger tests. Importing registers them:
 runner subprocesses load this module through WORKFLOWS_MODULES; in the test process the
 `cron_fleet` fixture registers them for one test and removes them again."""
 

@@ -1,4 +1,4 @@
-"""Capped workflows for the concurrency tests (issue 13). Importing registers them: runner
+"""Capped workflows for the concurrency tests. Importing registers them: runner
 subprocesses load this module through WORKFLOWS_MODULES; in the test process the `fleet`
 fixture (tests/workflows/conftest.py) registers them for one test and removes them again, so
 the other tests keep running on an uncapped deployment.

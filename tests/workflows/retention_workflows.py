@@ -1,4 +1,4 @@
-"""Workflows with a retention for the GC tests (issue 13). The `retention_fleet` fixture
+"""Workflows with a retention for the GC tests. The `retention_fleet` fixture
 (tests/workflows/conftest.py) registers them for one test and removes them again."""
 
 from workflows import NonRetryableError, workflow

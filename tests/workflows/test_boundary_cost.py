@@ -1,6 +1,6 @@
-"""The step boundary's cost on PostgreSQL (issue 15): outside a transaction a boundary is one
+"""The step boundary's cost on PostgreSQL: outside a transaction a boundary is one
 round trip (guard and writes in one pipeline), the task row is written only when there is
-something to write, and a boundary refused in that path writes nothing (issue 9's guarantees).
+something to write, and a boundary refused in that path writes nothing (the fault guarantees of docs/workflows/faults.md).
 Counts, never times."""
 
 from datetime import UTC, datetime, timedelta

@@ -1,4 +1,4 @@
-"""Code that changed under a running instance (issue 9 item 4), through the harness: a replay
+"""Code that changed under a running instance, through the harness: a replay
 that diverges from the stored history ends the instance `errored` with NonDeterminismError
 before anything new runs; a changed fingerprint only warns (system log, console page)."""
 

@@ -1,4 +1,4 @@
-"""Leases and due times follow the database's clock (issue 9, item 2): real `runworkflows`
+"""Leases and due times follow the database's clock (item 2): real `runworkflows`
 processes on PostgreSQL, one of them with its wall clock 10 minutes off (libfaketime)."""
 
 import signal

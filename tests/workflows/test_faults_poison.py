@@ -1,4 +1,4 @@
-"""A poison instance stops being reclaimed (issue 9, item 3): every claim that ends without
+"""A poison instance stops being reclaimed (item 3): every claim that ends without
 progress counts; at WORKFLOWS_MAX_RECOVERY_ATTEMPTS the next claim errors the instance with
 MaxRecoveryAttemptsExceeded instead of running it again."""
 

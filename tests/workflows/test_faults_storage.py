@@ -1,4 +1,4 @@
-"""Transient database faults never fail an instance (issue 9, item 1): real `runworkflows`
+"""Transient database faults never fail an instance (item 1): real `runworkflows`
 processes on PostgreSQL whose backends are terminated under them, or whose connection breaks
 exactly at a step-boundary commit, before or after the COMMIT reaches the server."""
 

@@ -1,4 +1,4 @@
-"""Priorities and concurrency caps (issue 13) through the harness, the programmatic API and the
+"""Priorities and concurrency caps through the harness, the programmatic API and the
 HTTP create, on SQLite and PostgreSQL. "Running" = claimed by a runner: the tests hold claims
 with claim_next (as a busy runner would) and look at what else can be claimed."""
 

@@ -1,4 +1,4 @@
-"""Cron triggers (issue 13) with the harness on SQLite and PostgreSQL: ids and params of a
+"""Cron triggers with the harness on SQLite and PostgreSQL: ids and params of a
 fire, first sight fires nothing earlier, missed fire times collapse into the most recent one,
 the id is the lock, pause/resume (audited), time zones, the runner's wake time, the API."""
 

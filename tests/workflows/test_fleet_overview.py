@@ -1,4 +1,4 @@
-"""Where operators see the fleet (issue 13): the console's workflow overview shows running /
+"""Where operators see the fleet: the console's workflow overview shows running /
 queued per workflow and per concurrency key and the schedules with their next fire time;
 `manage.py workflows list` and `vitalflow-wf workflows list` show the schedules."""
 

@@ -1,4 +1,4 @@
-"""Retention and GC (issue 13) with the harness on SQLite and PostgreSQL: finished instances
+"""Retention and GC with the harness on SQLite and PostgreSQL: finished instances
 past their workflow's retention (or the project default) go with their steps, events, logs and
 tasks, in batches; everything else stays; `manage.py workflows gc [--dry-run]`, the daily
 schedule with its audit row, and log pruning of kept instances."""

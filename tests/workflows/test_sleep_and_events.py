@@ -51,7 +51,7 @@ def test_sleep_until_a_past_time_completes_at_once(harness):
 def event_wf(event, step):
     first = step.wait_for_event("first", type="approval", timeout="1 hour")
     second = step.wait_for_event("second", type="approval", timeout="1 hour")
-    # A dict, also readable as attributes (DESIGN §6 writes report.payload).
+    # A dict, also readable as attributes (`report.payload`).
     return [first["payload"], second.payload, first["type"], bool(first.timestamp)]
 
 

@@ -1,4 +1,4 @@
-"""Timers on time with real processes on PostgreSQL (issue 9 item 5): an idle `runworkflows`
+"""Timers on time with real processes on PostgreSQL: an idle `runworkflows`
 sleeps on LISTEN, not on a poll, and is woken by the NOTIFY that new work, an event or a
 suspension committed elsewhere sends. The runners here get an idle cap (--poll) far longer
 than the waits below, so only a notification (or the due time it then reads) can wake them.

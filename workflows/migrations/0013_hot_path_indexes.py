@@ -1,4 +1,4 @@
-"""Fewer index entries per run (issue 15): the step and log rows' own instance_id indexes
+"""Fewer index entries per run: the step and log rows' own instance_id indexes
 repeat the leading column of workflow_step_unique_name and workflow_log_run, and the parent
 index becomes partial (top-level instances, nearly all of them, write no entry).
 
