@@ -13,7 +13,7 @@ from ingest.models import RawEvent, RawEventState, TerraConnection
 from ingest.traces import trace_write
 from ingest.workflows import terra_deauthenticate_start
 from ops import bulk
-from ops.models import AuditLog, BulkJob
+from ops.models import BulkJob
 from ops.services import SYSTEM_ACTOR, actor_for, audit_log_write
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def do_raw_events_bulk_replay(
 ) -> BulkJob:
     """Replay every raw event a filter matches ("every dead sleep event since 02:00") as a
     tracked job (ops.bulk): counted and stored with its ONE audit row (the filter and the
-    counts, never a payload), completed by bulk_replay_finished when the job ends. `inline`
+    counts, never a payload), completed by ops.bulk.bulk_job_audit_complete when the job ends. `inline`
     runs it here and now (commands, tests); else a cluster task runs it after commit."""
     filters = raw_bulk.bulk_filters_clean(filters)
     actor = actor or actor_for(request)
@@ -189,18 +189,6 @@ def _bulk_replay_chunk(ids: list[int]) -> tuple[int, int]:
     return len(found), 0
 
 
-def bulk_replay_finished(job: BulkJob) -> None:
-    """Complete the job's one audit row with its counts."""
-    if job.state == BulkJob.State.FINISHED:
-        result = "ok" if not job.failed else f"partial:{job.failed}_failed"
-    else:
-        result = job.state
-    metadata = bulk.bulk_job_outcome(job)
-    if job.error:
-        metadata["error"] = job.error
-    AuditLog.objects.filter(pk=job.audit_id).update(result=result[:50], metadata=metadata)
-
-
 def register_bulk_kinds() -> None:
     """Called from IngestConfig.ready, so a cluster can run the jobs."""
     bulk.register(
@@ -208,6 +196,6 @@ def register_bulk_kinds() -> None:
             name=raw_bulk.KIND,
             rows=raw_bulk.raw_events_matching,
             apply=_bulk_replay_chunk,
-            finish=bulk_replay_finished,
+            finish=bulk.bulk_job_audit_complete,
         )
     )

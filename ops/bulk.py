@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, F, Max, Q, QuerySet
 from django.utils import timezone
 
-from ops.models import BulkJob
+from ops.models import AuditLog, BulkJob
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +172,15 @@ def bulk_job_outcome(job: BulkJob) -> dict:
         "failed": job.failed,
         "state": job.state,
     }
+
+
+def bulk_job_audit_complete(job: BulkJob) -> None:
+    """A kind's `finish`: complete the job's one audit row with its counts (never values)."""
+    if job.state == BulkJob.State.FINISHED:
+        result = "ok" if not job.failed else f"partial:{job.failed}_failed"
+    else:
+        result = job.state
+    metadata = bulk_job_outcome(job)
+    if job.error:
+        metadata["error"] = job.error
+    AuditLog.objects.filter(pk=job.audit_id).update(result=result[:50], metadata=metadata)

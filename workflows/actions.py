@@ -302,7 +302,7 @@ def do_bulk(
 ) -> BulkJob:
     """`action` on every instance the filter matches whose status allows it, as a tracked job
     (ops.bulk) with ONE audit row: written now with the filter and the count, completed with
-    the outcome when the job ends (workflows.bulk calls bulk_finished). `inline` runs it here."""
+    the outcome when the job ends (ops.bulk.bulk_job_audit_complete). `inline` runs it here."""
     if action not in BULK_ACTIONS:
         raise InvalidBulkFilter(f"bulk action must be one of {list(BULK_ACTIONS)}, got {action!r}")
     filters = bulk_filters_clean(filters)
@@ -322,15 +322,3 @@ def do_bulk(
     bulk.bulk_job_start(job, inline=inline)
     job.refresh_from_db()
     return job
-
-
-def bulk_finished(job: BulkJob) -> None:
-    """A bulk job's kind `finish`: complete its one audit row with the counts."""
-    if job.state == BulkJob.State.FINISHED:
-        result = "ok" if not job.failed else f"partial:{job.failed}_failed"
-    else:
-        result = job.state
-    metadata = bulk.bulk_job_outcome(job)
-    if job.error:
-        metadata["error"] = job.error
-    AuditLog.objects.filter(pk=job.audit_id).update(result=result[:50], metadata=metadata)

@@ -115,7 +115,6 @@ def _apply(action: str):
 
 def register_kinds() -> None:
     """workflows' bulk kinds (called from WorkflowsConfig.ready, so a cluster can run them)."""
-    from workflows.actions import bulk_finished
 
     for action, kind in BULK_ACTIONS.items():
         bulk.register(
@@ -123,6 +122,6 @@ def register_kinds() -> None:
                 name=kind,
                 rows=lambda filters, action=action: instances_matching(filters, action),
                 apply=_apply(action),
-                finish=bulk_finished,
+                finish=bulk.bulk_job_audit_complete,
             )
         )

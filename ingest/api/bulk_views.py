@@ -11,6 +11,7 @@ from ingest.actions import do_raw_events_bulk_replay
 from ingest.api.admin_views import TAGS, OperatorView, _validated
 from ingest.errors import BulkJobNotFound
 from ops.models import BulkJob
+from ops.serializers import BulkJobSerializer
 
 
 class BulkReplayFilter(serializers.Serializer):
@@ -35,25 +36,11 @@ class BulkReplayCount(serializers.Serializer):
     count = serializers.IntegerField()
 
 
-class BulkJobBody(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.CharField()
-    filter = serializers.JSONField()
-    state = serializers.CharField()
-    total = serializers.IntegerField()
-    done = serializers.IntegerField()
-    failed = serializers.IntegerField()
-    actor = serializers.CharField()
-    error = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
-
-
 class BulkReplayView(OperatorView):
     @extend_schema(
         tags=TAGS,
         request=BulkReplayRequest,
-        responses={200: BulkReplayCount, 202: BulkJobBody},
+        responses={200: BulkReplayCount, 202: BulkJobSerializer},
         summary="Replay every raw event a filter matches, as a tracked job",
     )
     def post(self, request):
@@ -64,13 +51,13 @@ class BulkReplayView(OperatorView):
             count = raw_bulk.raw_events_matching(filters).order_by().count()
             return Response({"filter": filters, "count": count})
         job = do_raw_events_bulk_replay(filters=raw, request=request)
-        return Response(BulkJobBody(job).data, status=202)
+        return Response(BulkJobSerializer(job).data, status=202)
 
 
 class BulkJobView(OperatorView):
-    @extend_schema(tags=TAGS, responses={200: BulkJobBody}, summary="A replay job's progress")
+    @extend_schema(tags=TAGS, responses={200: BulkJobSerializer}, summary="A replay job's progress")
     def get(self, request, job_id: int):
         job = BulkJob.objects.filter(pk=job_id, kind=raw_bulk.KIND).first()
         if job is None:
             raise BulkJobNotFound(f"No raw-event bulk job {job_id}.")
-        return Response(BulkJobBody(job).data)
+        return Response(BulkJobSerializer(job).data)

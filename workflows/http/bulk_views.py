@@ -7,6 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from ops.models import BulkJob
+from ops.serializers import BulkJobSerializer
 from workflows import actions
 from workflows.bulk import BULK_ACTIONS, bulk_filters_clean, instances_matching
 from workflows.errors import BulkJobNotFound, InvalidBulkFilter
@@ -27,20 +28,6 @@ class BulkFilterSerializer(serializers.Serializer):
 class BulkRequestSerializer(serializers.Serializer):
     filter = BulkFilterSerializer(required=False, default=dict)
     dry_run = serializers.BooleanField(default=False, help_text="only count, start nothing")
-
-
-class BulkJobSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    kind = serializers.CharField()
-    filter = serializers.JSONField()
-    state = serializers.CharField()
-    total = serializers.IntegerField()
-    done = serializers.IntegerField()
-    failed = serializers.IntegerField()
-    actor = serializers.CharField()
-    error = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
 
 
 class BulkCountSerializer(serializers.Serializer):
