@@ -1,7 +1,7 @@
 """Claiming due tasks with a lease and a fencing token, and loading what the run needs.
 
-PostgreSQL: one UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED) RETURNING, walking the
-partial index workflow_task_runnable. SQLite: pick candidates, then a compare-and-set UPDATE per
+PostgreSQL: one update of the row a locking subselect picks (rows other runners hold are
+skipped), walking the partial index workflow_task_runnable. SQLite: pick candidates, then a compare-and-set UPDATE per
 candidate (exactly one row changed = ours).
 
 Clocks: on PostgreSQL, lease expiry and "is it due" are judged by the server's clock (DB_NOW),

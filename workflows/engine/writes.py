@@ -195,7 +195,7 @@ _STEP_INSERT = store.step_upsert(_STEP_COLUMNS)
 def _step_statements(
     claim: Claim, states, now: datetime, db, *, skip_starts: bool, new: bool = False
 ) -> list:
-    """All step rows of a boundary in one INSERT … ON CONFLICT DO UPDATE (PostgreSQL, SQLite)."""
+    """All step rows of a boundary in one upsert statement (PostgreSQL, SQLite; engine/store.py)."""
     rows = []
     for state in states:
         if skip_starts and state.status in (StepStatus.RUNNING, StepStatus.LOOPING):
