@@ -73,7 +73,7 @@ def test_the_engine_never_imports_the_layers_above_it():
 
 
 def test_the_old_runner_package_is_gone():
-    assert not (WORKFLOWS / "runner").exists()
+    assert not list((WORKFLOWS / "runner").glob("*.py"))  # a stale __pycache__ may stay
     assert not (WORKFLOWS / "create_statement.py").exists()
     for path in _modules(ROOT / "workflows") + _modules(ROOT / "graphs") + _modules(ROOT / "labs"):
         assert not any(n.startswith("workflows.runner") for n in _imports(path)), path
