@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.structure import code_strings
+
 OPS = Path(__file__).resolve().parents[2] / "ops"
 APPS = ("ingest", "workflows", "graphs", "labs", "demo")
 SQL = re.compile(r"(INSERT INTO|DELETE FROM|UPDATE [a-z_\"]+ SET|SKIP LOCKED|ON CONFLICT|SELECT )")
@@ -25,25 +27,6 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def _strings(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-    ]
-
-
 def test_ops_imports_no_app():
     wrong = {
         f"{path.relative_to(OPS.parent)}: {name}"
@@ -59,7 +42,7 @@ def test_ops_sql_text_lives_in_its_store_modules():
         f"{path.relative_to(OPS.parent)}: {text[:60]!r}"
         for path in _modules()
         if path.name not in STORES and "management" not in path.parts
-        for text in _strings(path)
+        for text in code_strings(path)
         if SQL.search(text)
     }
     assert not found, sorted(found)

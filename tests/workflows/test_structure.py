@@ -7,6 +7,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.structure import code_strings, imports, modules
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
 ENGINE = WORKFLOWS / "engine"
@@ -26,47 +28,11 @@ ABOVE_THE_ENGINE = (
 )
 
 
-def _modules(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*.py") if "migrations" not in p.parts]
-
-
-def _imports(path: Path) -> set[str]:
-    """Every module this file imports, at any depth (a lazy import points up all the same)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return found
-
-
-def _code_strings(path: Path) -> list[str]:
-    """String constants other than docstrings."""
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and id(node) not in docstrings
-    ]
-
-
 def test_the_engine_never_imports_the_layers_above_it():
     wrong = {
         f"{path.relative_to(ROOT)}: {name}"
-        for path in _modules(ENGINE)
-        for name in _imports(path)
+        for path in modules(ENGINE)
+        for name in imports(path)
         if name.startswith(ABOVE_THE_ENGINE)
     }
     assert not wrong, sorted(wrong)
@@ -75,16 +41,16 @@ def test_the_engine_never_imports_the_layers_above_it():
 def test_the_old_runner_package_is_gone():
     assert not list((WORKFLOWS / "runner").glob("*.py"))  # a stale __pycache__ may stay
     assert not (WORKFLOWS / "create_statement.py").exists()
-    for path in _modules(ROOT / "workflows") + _modules(ROOT / "graphs") + _modules(ROOT / "labs"):
-        assert not any(n.startswith("workflows.runner") for n in _imports(path)), path
+    for path in modules(ROOT / "workflows") + modules(ROOT / "graphs") + modules(ROOT / "labs"):
+        assert not any(n.startswith("workflows.runner") for n in imports(path)), path
 
 
 def test_sql_text_lives_only_in_the_engine_store():
     found = {
         f"{path.relative_to(ROOT)}: {text[:60]!r}"
-        for path in _modules(WORKFLOWS)
+        for path in modules(WORKFLOWS)
         if path != ENGINE / "store.py"
-        for text in _code_strings(path)
+        for text in code_strings(path)
         if SQL.search(text)
     }
     assert not found, sorted(found)
@@ -115,7 +81,7 @@ def test_only_the_engine_create_module_inserts_instances():
     )
     found = [
         str(path.relative_to(ROOT))
-        for path in _modules(WORKFLOWS) + _modules(ROOT / "graphs") + _modules(ROOT / "labs")
+        for path in modules(WORKFLOWS) + modules(ROOT / "graphs") + modules(ROOT / "labs")
         if path != ENGINE / "create.py" and saves.search(path.read_text())
     ]
     assert not found, found
